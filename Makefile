@@ -1,0 +1,89 @@
+# kafka-sidecar: two commands on a fresh machine.
+#   make run    create .venv if missing, install, serve on 127.0.0.1:9092 with data in ./data
+#   make test   create/update .venv with dev dependencies and test tools, run the whole suite
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+DATA_DIR ?= ./data
+LISTEN ?= localhost:9092
+
+.PHONY: run install dev tools test test-fast lint bench conformance conformance-compose crash-test fuzz soak clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(PY)
+	$(PIP) install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+
+dev: $(VENV)/.installed-dev
+
+run: install
+	$(VENV)/bin/kafka-sidecar serve --data-dir $(DATA_DIR) --listen $(LISTEN)
+
+# Test tools that are not Python packages: kcat (Debian) and kafkajs (npm).
+tools:
+	./tests/tools/install-tools.sh
+
+test: dev tools
+	$(PY) -m pytest -q
+
+test-fast: dev
+	$(PY) -m pytest -q tests/unit
+
+lint: dev
+	$(VENV)/bin/ruff check .
+
+bench: dev
+	$(PY) -m bench.run
+
+# The conformance suite (tests/conformance, also part of `make test`): each scenario against
+# kafka-sidecar and a reference Apache Kafka, compared. The reference is KAFKA_REFERENCE_BOOTSTRAP,
+# else KAFKA_HOME or ../shared/reference/kafka, else testcontainers; SIDECAR_BOOTSTRAP points the
+# other half at a running kafka-sidecar. Here a missing reference is an error, not a skip.
+conformance: dev
+	CONFORMANCE_REQUIRE_REFERENCE=1 $(PY) -m pytest -q tests/conformance
+
+# The same against the two brokers of compose/docker-compose.yml (needs Docker).
+COMPOSE ?= docker compose
+COMPOSE_FILE := compose/docker-compose.yml
+conformance-compose: dev
+	$(COMPOSE) -f $(COMPOSE_FILE) up -d --build --wait
+	KAFKA_REFERENCE_BOOTSTRAP=127.0.0.1:$${KAFKA_PORT:-19092} SIDECAR_BOOTSTRAP=127.0.0.1:$${SIDECAR_PORT:-29092} \
+		CONFORMANCE_REQUIRE_REFERENCE=1 $(PY) -m pytest -q tests/conformance; \
+		status=$$?; $(COMPOSE) -f $(COMPOSE_FILE) down -v; exit $$status
+
+# Reliability (README "Reliability"): each runs long, outside `make test` (which runs short versions).
+# kill -9 at random points and at crash points inside storage, restart, check every acknowledged record.
+CRASH_ITERATIONS ?= 300
+CRASH_SEED ?= 1
+crash-test: dev
+	$(PY) -m tests.crash.harness --iterations $(CRASH_ITERATIONS) --seed $(CRASH_SEED)
+
+# Fuzz the request path: hypothesis (in-process and over TCP, random each run), then atheris,
+# coverage-guided, for FUZZ_SECONDS (installed on demand; without it, random mutation instead).
+FUZZ_EXAMPLES ?= 20000
+FUZZ_SECONDS ?= 600
+fuzz: dev
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_RANDOM=1 $(PY) -m pytest -q -p no:cacheprovider -o timeout=0 tests/integration/test_fuzz.py
+	if $(PIP) install --quiet 'atheris>=2.3'; then \
+		$(PY) -m tests.fuzz.fuzz_requests -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -artifact_prefix=./fuzz-; \
+	else \
+		$(PY) -m tests.fuzz.fuzz_requests --no-atheris --runs $(FUZZ_EXAMPLES); \
+	fi
+
+# Producers and consumers on loopback for SOAK_SECONDS: no error, memory flat, every record accounted for.
+SOAK_SECONDS ?= 600
+soak: dev
+	$(PY) -m tests.soak.soak --seconds $(SOAK_SECONDS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,154 @@
+"""DescribeCluster (API 60) and DescribeTopicPartitions (API 75).
+
+Both answered as a KRaft broker answers them (Kafka's KafkaApis.handleDescribeCluster with
+AuthHelper.computeDescribeClusterResponse, and DescribeTopicPartitionsRequestHandler with
+KRaftMetadataCache.describeTopicResponse), for our single broker: node 1 is the only broker,
+never fenced, and (as a KRaft broker reports "a random alive broker") the controller id;
+every partition is led by it with replicas and ISR [1] and an empty ELR, as on a fresh
+Kafka partition. There is no authorizer, so authorized-operation fields carry every
+operation the resource supports, as Kafka without an authorizer reports them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kafka_sidecar.protocol import errors
+from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.storage.log_manager import InvalidTopicError, validate_topic_name
+
+from .metadata import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_AUTHORIZED_OPERATIONS,
+    INTERNAL_TOPICS,
+    TOPIC_AUTHORIZED_OPERATIONS,
+)
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..connection import Connection
+
+ZERO_UUID = uuid.UUID(int=0)
+
+# EndpointType ids (KIP-919).
+ENDPOINT_UNKNOWN, ENDPOINT_BROKER, ENDPOINT_CONTROLLER = 0, 1, 2
+_ENDPOINT_NAMES = {ENDPOINT_BROKER: "BROKER", ENDPOINT_CONTROLLER: "CONTROLLER"}
+MISMATCHED_ENDPOINT_TYPE = 114
+UNSUPPORTED_ENDPOINT_TYPE = 115
+
+# max.request.partition.size.limit's default: the most partitions one DescribeTopicPartitions answer holds.
+MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
+
+
+# ---- DescribeCluster (60) -------------------------------------------------------------------
+
+
+def _cluster_error(code: int, message: str) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": code, "error_message": message, "cluster_id": "", "brokers": []}
+
+
+async def handle_describe_cluster(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    version = header.api_version
+    endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKER)
+    if endpoint_type not in _ENDPOINT_NAMES:
+        return _cluster_error(
+            errors.INVALID_REQUEST if version == 0 else UNSUPPORTED_ENDPOINT_TYPE,
+            f"Unsupported endpoint type {endpoint_type}",
+        )
+    if endpoint_type != ENDPOINT_BROKER:
+        return _cluster_error(
+            errors.INVALID_REQUEST if version == 0 else MISMATCHED_ENDPOINT_TYPE,
+            f"The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type {_ENDPOINT_NAMES[endpoint_type]}",
+        )
+    host, port = broker.endpoint_for(getattr(conn, "listener", None))
+    operations = CLUSTER_AUTHORIZED_OPERATIONS if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+    return {
+        "throttle_time": 0,
+        "error_code": errors.NONE,
+        "error_message": None,
+        "endpoint_type": ENDPOINT_BROKER,
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "brokers": [{"broker_id": broker.node_id, "host": host, "port": port, "rack": None, "is_fenced": False}],
+        "cluster_authorized_operations": operations,
+    }
+
+
+# ---- DescribeTopicPartitions (75) -----------------------------------------------------------
+
+
+def _partition(broker: Broker, index: int) -> dict[str, Any]:
+    node = broker.node_id
+    return {
+        "error_code": errors.NONE,
+        "partition_index": index,
+        "leader_id": node,
+        "leader_epoch": 0,
+        "replica_nodes": [node],
+        "isr_nodes": [node],
+        "eligible_leader_replicas": [],
+        "last_known_elr": [],
+        "offline_replicas": [],
+    }
+
+
+def _invalid_request(request: Any) -> dict[str, Any]:
+    """DescribeTopicPartitionsRequest.getErrorResponse: every requested topic gets the error."""
+    return {
+        "throttle_time": 0,
+        "topics": [
+            {"error_code": errors.INVALID_REQUEST, "name": t.name, "topic_id": ZERO_UUID, "is_internal": False, "partitions": []}
+            for t in request.topics
+        ],
+        "next_cursor": None,
+    }
+
+
+async def handle_describe_topic_partitions(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    lm = broker.log_manager
+    cursor = request.cursor
+    cursor_topic = cursor.topic_name if cursor is not None else ""
+    fetch_all = not request.topics
+    if fetch_all:
+        names = {n for n in list(lm.topics) if n >= cursor_topic}
+    else:
+        names = {t.name for t in request.topics if t.name >= cursor_topic}
+        if cursor is not None and cursor.topic_name not in names:
+            return _invalid_request(request)  # "topic list should contain the cursor topic"
+    if cursor is not None and cursor.partition_index < 0:
+        return _invalid_request(request)  # "cursor partition must be valid"
+    limit = broker.config.get("max.request.partition.size.limit") or MAX_REQUEST_PARTITION_SIZE_LIMIT
+    remaining = max(min(limit, request.response_partition_limit), 1)
+    topics: list[dict[str, Any]] = []
+    next_cursor = None
+    # Java's String order is UTF-16 code unit order: the same as Python's for legal topic names (ASCII).
+    for name in sorted(names):
+        if remaining <= 0:
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        info = lm.topics.get(name)
+        if info is None:
+            if not fetch_all:
+                try:
+                    validate_topic_name(name)
+                    code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                except InvalidTopicError:
+                    code = errors.INVALID_TOPIC_EXCEPTION
+                topics.append({
+                    "error_code": code, "name": name, "topic_id": ZERO_UUID, "is_internal": name in INTERNAL_TOPICS,
+                    "partitions": [], "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS,
+                })
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
+        upper = min(info.partitions, start + remaining)
+        partitions = [_partition(broker, p) for p in range(start, upper)]
+        topics.append({
+            "error_code": errors.NONE, "name": name, "topic_id": info.topic_id, "is_internal": name in INTERNAL_TOPICS,
+            "partitions": partitions, "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS,
+        })
+        if upper < info.partitions:
+            next_cursor = {"topic_name": name, "partition_index": upper}
+            break
+        remaining -= len(partitions)
+    return {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor}

@@ -1,0 +1,86 @@
+"""Fetch (API 4-17): read from segments, long-poll for min_bytes, send with sendfile.
+
+Follows Kafka's ReplicaManager.readFromLog: partitions are read in request
+order within the response ``max_bytes``; the first partition that returns data
+may exceed the limits by its first batch (so a consumer can always progress).
+Fetch sessions are not kept: the answer carries session id 0 (KIP-227's "no
+session"), so clients send full fetch requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from kafka_sidecar.protocol import errors
+from kafka_sidecar.protocol.fetch_response import FetchPartition, FetchTopic, encode_fetch_response
+from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.protocol.messages import ms
+from kafka_sidecar.storage.log import OffsetOutOfRangeError
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..connection import Connection
+
+
+def _read_all(broker: Broker, version: int, request: Any) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
+    """One pass over the requested partitions: (topics, bytes, any error, partitions read)."""
+    lm = broker.log_manager
+    read_committed = getattr(request, "isolation_level", 0) == 1
+    limit = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    min_one = True
+    total = 0
+    has_error = False
+    out: list[FetchTopic] = []
+    tps: list[tuple[str, int]] = []
+    for t in request.topics:
+        topic_id = getattr(t, "topic_id", None)
+        if version >= 13:
+            info = lm.topics_by_id.get(topic_id)
+            name = info.name if info else ""
+            unknown = errors.UNKNOWN_TOPIC_ID
+        else:
+            name = t.topic
+            info = lm.topics.get(name)
+            unknown = errors.UNKNOWN_TOPIC_OR_PARTITION
+        ft = FetchTopic(name, topic_id if topic_id is not None else (info.topic_id if info else None), [])
+        out.append(ft)
+        for p in t.partitions:
+            lg = lm.get_log(name, p.partition) if info else None
+            if lg is None:
+                ft.partitions.append(FetchPartition(p.partition, unknown))
+                has_error = True
+                continue
+            tps.append((name, p.partition))
+            aborted = [] if read_committed else None
+            fp = FetchPartition(p.partition, errors.NONE, lg.high_watermark, lg.last_stable_offset, lg.log_start_offset, aborted_transactions=aborted)
+            try:
+                data = lg.read(p.fetch_offset, min(p.partition_max_bytes, limit), min_one)
+            except OffsetOutOfRangeError:
+                # Kafka answers -1 for the watermarks of an out-of-range fetch.
+                fp = FetchPartition(p.partition, errors.OFFSET_OUT_OF_RANGE, aborted_transactions=aborted)
+                has_error = True
+                data = None
+            if data is not None:
+                fp.records = data
+                total += data.size
+                limit = max(0, limit - data.size)
+                min_one = False
+            ft.partitions.append(fp)
+    return out, total, has_error, tps
+
+
+async def handle_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> list[Any]:
+    version = header.api_version
+    deadline = time.monotonic() + ms(request.max_wait) / 1000
+    while True:
+        topics, total, has_error, tps = _read_all(broker, version, request)
+        remaining = deadline - time.monotonic()
+        if total >= request.min_bytes or has_error or remaining <= 0 or not tps:
+            break
+        await broker.wait_for_data(tps, remaining)
+        if conn.writer.is_closing():
+            raise asyncio.CancelledError
+    broker.metrics.record_fetch(conn, request.topics, topics)  # bytes/records out per topic (server/metrics.py)
+    return encode_fetch_response(version, topics, session_id=0)

@@ -1,0 +1,296 @@
+"""Consumer group APIs (classic protocol): the request/response side of ``server/groups``.
+
+FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
+SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8),
+OffsetFetch (9), DeleteGroups (42), OffsetDelete (47). Each handler turns the
+kio request into plain values, asks the coordinator, and shapes the answer for
+the requested version the way Kafka's response classes do (e.g. JoinGroup's
+protocol name is "" before v7 and null from v7; LeaveGroup before v3 and
+OffsetFetch before v2 fold member/group errors into their single error field).
+The checks Kafka's request handler does before the coordinator (unknown topics
+and partitions for OffsetCommit/OffsetDelete, SyncGroup v5's mandatory
+protocol fields) are done here, in Kafka's order.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kafka_sidecar.protocol import errors
+from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.protocol.messages import ms
+
+from ..groups.coordinator import GroupCoordinator, JoinRequest, RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..connection import Connection
+
+log = logging.getLogger(__name__)
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2
+
+# Errors.message() of the errors FindCoordinator v1-v3 can carry in error_message.
+_ERROR_MESSAGES = {
+    errors.NONE: "NONE",
+    errors.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    errors.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details.",
+}
+
+
+def _coordinator(broker: Broker) -> GroupCoordinator:
+    return broker.group_coordinator
+
+
+def _client_host(conn: Connection) -> str:
+    """The peer address as Kafka prints an InetAddress ("/127.0.0.1", "/0:0:0:0:0:0:0:1")."""
+    host = conn.peer.rpartition(":")[0].strip("[]")
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        return "/" + host
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.ipv4_mapped is not None:
+            return f"/{addr.ipv4_mapped}"
+        return "/" + ":".join(part.lstrip("0") or "0" for part in addr.exploded.split(":"))
+    return f"/{addr}"
+
+
+def _context(conn: Connection, header: RequestHeader) -> RequestContext:
+    return RequestContext(header.client_id or "", _client_host(conn), header.api_version)
+
+
+# ---- FindCoordinator (10) --------------------------------------------------------------
+
+
+async def handle_find_coordinator(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    version = header.api_version
+    key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
+    keys = list(request.coordinator_keys) if version >= 4 else [request.key]
+    error = errors.NONE
+    if key_type == GROUP_KEY_TYPE:
+        try:
+            await _coordinator(broker).ensure_offsets_topic()
+        except Exception:
+            log.exception("cannot create the offsets topic")
+            error = errors.COORDINATOR_NOT_AVAILABLE
+    elif key_type == TRANSACTION_KEY_TYPE:
+        # No transaction coordinator yet (InitProducerId answers the same for a transactional id).
+        error = errors.COORDINATOR_NOT_AVAILABLE
+    else:
+        error = errors.INVALID_REQUEST  # share groups (KIP-932) and unknown key types
+    if error:
+        node = {"node_id": -1, "host": "", "port": -1}
+    else:
+        host, port = broker.endpoint_for(getattr(conn, "listener", None))  # the client's listener, as Kafka
+        node = {"node_id": broker.node_id, "host": host, "port": port}
+    if version >= 4:
+        return {
+            "throttle_time": 0,
+            "coordinators": [{"key": k, **node, "error_code": error, "error_message": ""} for k in keys],
+        }
+    return {"throttle_time": 0, "error_code": error, "error_message": _ERROR_MESSAGES.get(error), **node}
+
+
+# ---- JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13) ------------------------------
+
+
+async def handle_join_group(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    coordinator = _coordinator(broker)
+    await coordinator.ensure_offsets_topic()
+    req = JoinRequest(
+        group_id=request.group_id,
+        session_timeout_ms=ms(request.session_timeout),
+        rebalance_timeout_ms=ms(request.rebalance_timeout),  # v1+ (we accept v2+)
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        reason=getattr(request, "reason", None),
+    )
+    response = dict(await coordinator.join_group(_context(conn, header), req))
+    # JoinGroupResponse: the protocol name is "" before v7 and null (never "") from v7.
+    if header.api_version < 7:
+        if response["protocol_name"] is None:
+            response["protocol_name"] = ""
+    elif response["protocol_name"] == "":
+        response["protocol_name"] = None
+    response["throttle_time"] = 0
+    return response
+
+
+async def handle_sync_group(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    coordinator = _coordinator(broker)
+    await coordinator.ensure_offsets_topic()
+    response = dict(await coordinator.sync_group(
+        _context(conn, header),
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        getattr(request, "protocol_type", None),
+        getattr(request, "protocol_name", None),
+        [(a.member_id, bytes(a.assignment)) for a in request.assignments],
+    ))
+    response["throttle_time"] = 0
+    return response
+
+
+async def handle_heartbeat(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    error = _coordinator(broker).heartbeat(
+        request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
+    )
+    return {"throttle_time": 0, "error_code": error}
+
+
+async def handle_leave_group(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    coordinator = _coordinator(broker)
+    await coordinator.ensure_offsets_topic()
+    if header.api_version >= 3:
+        members = [(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in request.members]
+    else:
+        members = [(request.member_id, None, None)]
+    error, responses = coordinator.leave_group(request.group_id, members)
+    if header.api_version >= 3:
+        return {"throttle_time": 0, "error_code": error, "members": responses}
+    if error == errors.NONE:
+        error = next((r["error_code"] for r in responses if r["error_code"]), errors.NONE)
+    return {"throttle_time": 0, "error_code": error, "members": []}
+
+
+# ---- OffsetCommit (8), OffsetFetch (9), OffsetDelete (47) ------------------------------------
+
+
+class _TopicPartitionResults:
+    """Kafka's OffsetCommitResponse/OffsetDeleteResponse builders: topics in order of first
+    appearance, partitions appended, coordinator results merged into existing topics."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, list[dict[str, Any]]] = {}
+
+    def add(self, topic: str, partition: int, error: int) -> None:
+        self.topics.setdefault(topic, []).append({"partition_index": partition, "error_code": error})
+
+    def as_list(self) -> list[dict[str, Any]]:
+        return [{"name": t, "partitions": parts} for t, parts in self.topics.items()]
+
+
+def _partition_exists(broker: Broker, topic: str, partition: int) -> bool | None:
+    """None if the topic is unknown, else whether the partition exists."""
+    info = broker.log_manager.topics.get(topic)
+    if info is None:
+        return None
+    return 0 <= partition < info.partitions
+
+
+async def handle_offset_commit(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    coordinator = _coordinator(broker)
+    builder = _TopicPartitionResults()
+    valid: list[tuple[str, list[tuple[int, int, int, str | None]]]] = []
+    for t in request.topics:
+        if broker.log_manager.topics.get(t.name) is None:
+            for p in t.partitions:
+                builder.add(t.name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION)
+            continue
+        good = []
+        for p in t.partitions:
+            if _partition_exists(broker, t.name, p.partition_index):
+                good.append((p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+            else:
+                builder.add(t.name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION)
+        if good:
+            valid.append((t.name, good))
+    if valid:
+        await coordinator.ensure_offsets_topic()
+        retention = getattr(request, "retention_time", None)
+        retention_ms = -1 if retention is None else ms(retention)
+        error, results = coordinator.commit_offsets(
+            request.group_id, getattr(request, "generation_id_or_member_epoch", -1), request.member_id,
+            getattr(request, "group_instance_id", None), retention_ms, valid, header.api_version,
+        )
+        if error:
+            results = [(t, [(p[0], error) for p in parts]) for t, parts in valid]
+        for topic, parts in results:
+            for partition, code in parts:
+                builder.add(topic, partition, code)
+    return {"throttle_time": 0, "topics": builder.as_list()}
+
+
+def _fetch_group(coordinator: GroupCoordinator, group_id: str, topics: Any) -> dict[str, Any]:
+    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    error, result = coordinator.fetch_offsets(group_id, wanted)
+    return {
+        "group_id": group_id,
+        "error_code": error,
+        "topics": [{"name": t, "partitions": rows} for t, rows in result],
+    }
+
+
+async def handle_offset_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    coordinator = _coordinator(broker)
+    version = header.api_version
+    if version >= 8:
+        return {"throttle_time": 0, "groups": [_fetch_group(coordinator, g.group_id, g.topics) for g in request.groups]}
+    group = _fetch_group(coordinator, request.group_id, request.topics)
+    error = group["error_code"]
+    if version < 2 and error:
+        # No top-level error before v2: Kafka puts the group error on every partition.
+        for t in group["topics"]:
+            t["partitions"] = [
+                {"partition_index": p["partition_index"], "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": error}
+                for p in t["partitions"]
+            ]
+    return {"throttle_time": 0, "error_code": error, "topics": group["topics"]}
+
+
+async def handle_offset_delete(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    coordinator = _coordinator(broker)
+    builder = _TopicPartitionResults()
+    valid: list[tuple[str, list[int]]] = []
+    for t in request.topics:
+        if broker.log_manager.topics.get(t.name) is None:
+            for p in t.partitions:
+                builder.add(t.name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION)
+            continue
+        good = []
+        for p in t.partitions:
+            if _partition_exists(broker, t.name, p.partition_index):
+                good.append(p.partition_index)
+            else:
+                builder.add(t.name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION)
+        if good:
+            valid.append((t.name, good))
+    await coordinator.ensure_offsets_topic()
+    error, results = coordinator.delete_offsets(request.group_id, valid)
+    if error:
+        # A group-level error replaces the partition-level answers (OffsetDeleteResponse.Builder.merge).
+        return {"throttle_time": 0, "error_code": error, "topics": []}
+    for topic, parts in results:
+        for partition, code in parts:
+            builder.add(topic, partition, code)
+    return {"throttle_time": 0, "error_code": errors.NONE, "topics": builder.as_list()}
+
+
+# ---- ListGroups (16), DescribeGroups (15), DeleteGroups (42) ------------------------------------
+
+
+async def handle_list_groups(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    error, groups = _coordinator(broker).list_groups(getattr(request, "states_filter", ()), getattr(request, "types_filter", ()))
+    return {"throttle_time": 0, "error_code": error, "groups": groups}
+
+
+async def handle_describe_groups(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    groups = _coordinator(broker).describe_groups(
+        list(request.groups), header.api_version, bool(getattr(request, "include_authorized_operations", False)),
+    )
+    return {"throttle_time": 0, "groups": groups}
+
+
+async def handle_delete_groups(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    coordinator = _coordinator(broker)
+    await coordinator.ensure_offsets_topic()
+    return {"throttle_time": 0, "results": coordinator.delete_groups(list(request.groups_names))}

@@ -1,0 +1,259 @@
+"""Broker: the running server: listener, log manager, background tasks, data waiters.
+
+Everything runs on one asyncio loop; storage calls that can block for long
+(start-up recovery, fsync, checkpoint writes, directory removal) go to a thread.
+Appends and reads are page-cache writes/reads and run on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kafka_sidecar.storage.log_manager import CleanerConfig, LogManager
+
+from .config import BrokerConfig
+from .connection import Connection, admit
+from .groups.coordinator import GroupCoordinator
+from .listeners import Endpoint, ListenerError, advertised_host_for, start_listener
+from .logging_setup import Progress
+from .metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+NODE_ID = 1
+# Start-up progress: reported once loading takes longer than this, then every interval.
+PROGRESS_DELAY_S = 1.0
+PROGRESS_INTERVAL_S = 5.0
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, data_dir: Path, host: str = "127.0.0.1", port: int = 9092, *,
+                 listeners: list[Endpoint] | None = None, advertised: dict[str, Endpoint] | None = None) -> None:
+        self.config = config
+        self.data_dir = Path(data_dir)
+        # Kafka listeners (server/listeners.py); ``host``/``port`` alone make one PLAINTEXT listener.
+        self.listeners: list[Endpoint] = list(listeners or [Endpoint("PLAINTEXT", host, port)])
+        self.advertised_listeners: dict[str, Endpoint] = dict(advertised or {})
+        self.host = self.listeners[0].host
+        self.port = self.listeners[0].port
+        self.bound_ports: dict[str, int] = {}
+        self.metrics = Metrics()
+        self.ready = False  # /readyz: logs loaded and listeners accepting
+        self.state = "starting"
+        self.node_id = NODE_ID
+        self.log_manager = LogManager(self.data_dir, config.log_defaults(), CleanerConfig(
+            enabled=config.get("log.cleaner.enable"),
+            threads=config.get("log.cleaner.threads"),
+            backoff_ms=config.get("log.cleaner.backoff.ms"),
+            dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"),
+            io_buffer_load_factor=config.get("log.cleaner.io.buffer.load.factor"),
+        ))
+        self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="storage")
+        self._server: asyncio.base_events.Server | None = None
+        self._listener_servers: list[asyncio.base_events.Server] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = defaultdict(set)
+        self.connections: set[Connection] = set()
+        self.max_request_size: int = config.get("socket.request.max.bytes")
+        self._producer_id_lock = asyncio.Lock()
+        # Consumer groups and committed offsets (server/groups), stored in __consumer_offsets.
+        self.group_coordinator = GroupCoordinator(self)
+
+    @property
+    def cluster_id(self) -> str:
+        return self.log_manager.cluster_id
+
+    @property
+    def advertised_host(self) -> str:
+        """The host clients of the first listener are told to connect to."""
+        return self.endpoint_for(self.listeners[0].name)[0]
+
+    def endpoint_for(self, listener: str | None) -> tuple[str, int]:
+        """(host, port) to advertise to a client connected through ``listener`` (Kafka answers
+        with that listener's advertised endpoint; by default its own host and bound port)."""
+        ep = next((e for e in self.listeners if e.name == listener), self.listeners[0])
+        adv = self.advertised_listeners.get(ep.name)
+        bound = self.bound_ports.get(ep.name, ep.port)
+        if adv is not None:
+            return advertised_host_for(adv.host), adv.port or bound
+        return advertised_host_for(ep.host), bound
+
+    def listeners_value(self) -> str:
+        """The ``listeners`` in effect, with the ports actually bound."""
+        return ",".join(Endpoint(e.name, e.host, self.bound_ports.get(e.name, e.port)).uri() for e in self.listeners)
+
+    def schedule_blocking(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn`` in the storage thread without waiting for it."""
+        self.executor.submit(fn, *args)
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    # ---- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.state = "loading logs"
+        watcher = asyncio.create_task(self._watch_loading())
+        try:
+            await self.run_blocking(self.log_manager.startup)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+        self.state = "replaying consumer groups"
+        await self.group_coordinator.start()  # replays __consumer_offsets; member session timers run on the loop
+        self.state = "binding listeners"
+        for ep in self.listeners:
+            try:
+                servers, port = await start_listener(ep, functools.partial(self._on_connection, ep.name))
+            except OSError as e:
+                raise ListenerError(f"cannot listen on {ep.uri()}: {e.strerror or e}") from e
+            self._listener_servers += servers
+            self.bound_ports[ep.name] = port
+        self._server = self._listener_servers[0]
+        self.port = self.bound_ports[self.listeners[0].name]
+        self._tasks.append(asyncio.create_task(self._periodic(self.config.get("log.flush.offset.checkpoint.interval.ms"), self._checkpoint)))
+        self._tasks.append(asyncio.create_task(self._periodic(1000, self._flush_dirty)))
+        self._tasks.append(asyncio.create_task(self._periodic(
+            self.config.get("log.retention.check.interval.ms"), self._retention,
+            initial_delay_ms=self.config.get("log.initial.task.delay.ms"),
+        )))
+        self._tasks.append(asyncio.create_task(self._periodic(
+            self.config.get("producer.id.expiration.check.interval.ms"), self._expire_producers,
+        )))
+        self._tasks.append(asyncio.create_task(self._periodic(
+            self.config.get("offsets.retention.check.interval.ms"), self.group_coordinator.periodic_cleanup,
+        )))
+        self.state = "ready"
+        self.ready = True
+
+    async def stop(self) -> None:
+        self.ready = False
+        self.state = "shutting down"
+        for srv in self._listener_servers:
+            srv.close()
+        for conn in list(self.connections):
+            conn.close()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        for waiters in self._waiters.values():
+            for fut in waiters:
+                if not fut.done():
+                    fut.cancel()
+        self.group_coordinator.shutdown()
+        await self.run_blocking(self.log_manager.shutdown)
+        self.executor.shutdown(wait=True)
+
+    async def _on_connection(self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not admit(self, writer):  # max.connections
+            return
+        conn = Connection(self, reader, writer)
+        conn.listener = listener  # which listener's advertised endpoint Metadata answers with
+        self.metrics.connections_opened[listener] += 1
+        self.connections.add(conn)
+        try:
+            await conn.serve()
+        except asyncio.CancelledError:
+            # Shutdown cancels connection tasks; ending normally keeps asyncio's
+            # stream callback from logging the cancellation as an error.
+            pass
+        finally:
+            self.connections.discard(conn)
+            self.metrics.connections_closed[listener] += 1
+
+    async def _periodic(self, interval_ms: int, fn: Callable[[], Any], initial_delay_ms: int | None = None) -> None:
+        interval = max(interval_ms, 10) / 1000
+        await asyncio.sleep(interval if initial_delay_ms is None else initial_delay_ms / 1000)
+        while True:
+            try:
+                await fn()
+            except Exception:
+                log.exception("background task %s failed", getattr(fn, "__name__", fn))
+            await asyncio.sleep(interval)
+
+    async def _checkpoint(self) -> None:
+        await self.run_blocking(self.log_manager.checkpoint_recovery_points)
+        await self.run_blocking(self.log_manager.checkpoint_log_start_offsets)
+
+    async def _flush_dirty(self) -> None:
+        now = int(time.time() * 1000)
+        await self.run_blocking(self.log_manager.flush_dirty_logs, now)
+        await self.run_blocking(self.log_manager.delete_due_segments, now)
+
+    async def _expire_producers(self) -> None:
+        await self.run_blocking(
+            self.log_manager.remove_expired_producers, int(time.time() * 1000), self.config.get("producer.id.expiration.ms"),
+        )
+
+    async def _retention(self) -> None:
+        """Kafka's kafka-log-retention task: off the loop, appends and fetches go on."""
+        started = time.monotonic()
+        deleted = await self.run_blocking(self.log_manager.cleanup_logs)
+        self.metrics.record_retention(int(deleted or 0), time.monotonic() - started)
+
+    async def _watch_loading(self) -> None:
+        """Start-up progress while the logs load (reported only if it takes over a second)."""
+        total = await self.run_blocking(_count_partition_dirs, self.data_dir)
+        progress = Progress("loading logs", total, delay=PROGRESS_DELAY_S, interval=PROGRESS_INTERVAL_S)
+        try:
+            while True:
+                done = len(self.log_manager.logs)
+                self.state = f"loading logs: {done}/{total} partitions"
+                progress.update(done)
+                await asyncio.sleep(0.2)
+        finally:
+            progress.update(len(self.log_manager.logs))  # the last figure, if progress was shown at all
+            progress.finish()
+
+    # ---- waiting for data (fetch long-poll) -------------------------------------------
+
+    def notify_append(self, topic: str, partition: int) -> None:
+        """Wake fetches waiting on this partition."""
+        waiters = self._waiters.pop((topic, partition), None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def wait_for_data(self, partitions: list[tuple[str, int]], timeout: float) -> None:
+        """Return when one of ``partitions`` is appended to, or after ``timeout`` seconds."""
+        if timeout <= 0:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for tp in partitions:
+            self._waiters[tp].add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            for tp in partitions:
+                waiters = self._waiters.get(tp)
+                if waiters is not None:
+                    waiters.discard(fut)
+                    if not waiters:
+                        self._waiters.pop(tp, None)
+
+
+def _count_partition_dirs(data_dir: Path) -> int:
+    """Partition directories in ``data_dir`` (what start-up will load), for progress reports."""
+    try:
+        names = os.listdir(data_dir)
+    except OSError:
+        return 0
+    return sum(1 for n in names if not n.endswith("-delete") and n != "__cluster_metadata-0"
+               and n.rpartition("-")[2].isdigit() and (data_dir / n).is_dir())

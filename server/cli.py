@@ -1,0 +1,248 @@
+"""``kafka-sidecar`` command line: ``serve``, ``config --show`` and the tools.
+
+Subcommands: ``serve`` (the broker), ``config --show`` (effective config and where each value
+came from), ``topics``, ``groups``, ``delete-records`` (over the wire, so they work against any
+Kafka broker) and ``dump-log`` (offline, Kafka's segment/index/snapshot files).
+
+Errors the user can fix (bad flags, bad config values, an unusable data dir or listener)
+print one line and exit with status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+from kafka_sidecar.storage.log_config import ConfigError
+from kafka_sidecar.storage.log_manager import DataDirError
+
+from .config import BrokerConfig, load_config
+from .listeners import (
+    ListenerError,
+    ListenerSettings,
+    advertised_host_for,
+    bracket,
+    resolve_listeners,
+)
+from .logging_setup import LOG_FORMATS, setup_logging
+
+log = logging.getLogger("kafka_sidecar")
+
+_PROCESS_START = time.monotonic()
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        sys.stderr.write(f"kafka-sidecar: error: {message}\n")
+        sys.exit(2)
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port)
+
+
+def parse_port(value: str) -> int:
+    if not value.isdigit() or not 0 <= int(value) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port 0..65535, got {value!r}")
+    return int(value)
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", type=Path, default=None, help="log directory (default: log.dirs/log.dir from the config, else ./data)")
+    p.add_argument("--listen", type=parse_listen, default=None, metavar="HOST:PORT",
+                   help="shortcut for listeners=PLAINTEXT://HOST:PORT (port 0 picks a free port); default: the listeners config (PLAINTEXT://localhost:9092)")
+    p.add_argument("--config", type=Path, default=None, help="a Kafka server.properties file")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="set a Kafka config, e.g. log.segment.bytes=1048576 (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .tools import config_show, dump_log, groups, topics
+
+    parser = _ArgumentParser(prog="kafka-sidecar", description="A Kafka-protocol-compatible storage sidecar.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+    serve = sub.add_parser("serve", help="run the broker")
+    _add_config_args(serve)
+    serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    serve.add_argument("--log-format", default="plain", choices=LOG_FORMATS, help="plain lines (default) or JSON lines")
+    serve.add_argument("--metrics-port", type=parse_port, default=None, metavar="PORT",
+                       help="serve Prometheus /metrics, /healthz and /readyz on this port (0 picks a free one; printed)")
+    serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address of the metrics endpoint (default 127.0.0.1)")
+
+    cfg = sub.add_parser("config", help="print the effective broker config and where each value came from")
+    cfg.add_argument("--show", action="store_true", required=True, help="print the effective config")
+    _add_config_args(cfg)
+    config_show.add_arguments(cfg)
+
+    dr = sub.add_parser("delete-records", help="delete records below offsets (as kafka-delete-records.sh)")
+    dr.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    dr.add_argument("--offset-json-file", required=True, type=Path, metavar="FILE",
+                    help='{"partitions":[{"topic":"test","partition":0,"offset":40000}],"version":1}')
+    dr.add_argument("--command-config", type=Path, default=None, help="accepted for compatibility; ignored")
+
+    topics.add_arguments(sub.add_parser("topics", help="list, describe, create, delete topics and alter their configs (as kafka-topics.sh)"))
+    groups.add_arguments(sub.add_parser("groups", help="list and describe consumer groups, reset their offsets (as kafka-consumer-groups.sh)"))
+    dump_log.add_arguments(sub.add_parser("dump-log", help="decode log segments, indexes and snapshots offline (as kafka-dump-log.sh), --verify them"))
+    return parser
+
+
+# ---- effective settings --------------------------------------------------------------------
+
+
+def apply_cli_settings(config: BrokerConfig, args: argparse.Namespace) -> tuple[Path, ListenerSettings]:
+    """The data dir and listeners in effect: flags first, then the config (recorded in its sources)."""
+    if args.data_dir is not None:
+        data_dir = Path(args.data_dir)
+        config.values["log.dirs"], config.sources["log.dirs"] = str(data_dir), "--data-dir"
+    elif config.is_set("log.dirs") and config.get("log.dirs"):
+        dirs = [d.strip() for d in str(config.get("log.dirs")).split(",") if d.strip()]
+        if len(dirs) > 1:
+            raise ConfigError(f"log.dirs lists {len(dirs)} directories; kafka-sidecar serves one (from {config.sources['log.dirs']})")
+        data_dir = Path(dirs[0])
+    elif config.is_set("log.dir"):
+        data_dir = Path(str(config.get("log.dir")))
+    else:
+        data_dir = Path("data")
+        config.values["log.dirs"], config.sources["log.dirs"] = "data", "kafka-sidecar default"
+    if args.listen is not None:
+        host, port = args.listen
+        config.values["listeners"], config.sources["listeners"] = f"PLAINTEXT://{bracket(host)}:{port}", "--listen"
+    settings = resolve_listeners(
+        str(config.get("listeners")), config.get("advertised.listeners"), config.get("listener.security.protocol.map"),
+        source=config.sources.get("listeners", "default"),
+    )
+    return data_dir, settings
+
+
+def _ready_line(broker, data_dir: Path) -> str:
+    """``kafka-sidecar listening on HOST:PORT (...)``: where each listener accepts (a wildcard
+    shown as loopback); with several listeners each is followed by ``[NAME]``."""
+    elapsed = (time.monotonic() - _PROCESS_START) * 1000
+    parts = []
+    for ep in broker.listeners:
+        where = f"{bracket(advertised_host_for(ep.host))}:{broker.bound_ports.get(ep.name, ep.port)}"
+        parts.append(where if len(broker.listeners) == 1 else f"{where} [{ep.name}]")
+    return f"kafka-sidecar listening on {', '.join(parts)} (data dir {data_dir}, cluster id {broker.cluster_id}, ready in {elapsed:.0f} ms)"
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from .broker import Broker
+    from .metrics import MetricsServer
+
+    config = load_config(args.config, args.override)
+    data_dir, listeners = apply_cli_settings(config, args)
+    broker = Broker(config, data_dir, listeners=listeners.listeners, advertised=listeners.advertised)
+    metrics_server = None
+    if args.metrics_port is not None:
+        # Up before the logs load, so /readyz can say "not ready" during a long recovery.
+        metrics_server = MetricsServer(broker, args.metrics_host, args.metrics_port)
+        try:
+            await metrics_server.start()
+        except OSError as e:
+            sys.stderr.write(f"kafka-sidecar: error: cannot serve metrics on {bracket(args.metrics_host)}:{args.metrics_port}: {e.strerror or e}\n")
+            return 2
+        print(f"kafka-sidecar metrics on http://{bracket(args.metrics_host)}:{metrics_server.port}/metrics", flush=True)
+    try:
+        try:
+            await broker.start()
+        except DataDirError as e:
+            sys.stderr.write(f"kafka-sidecar: error: {e}\n")
+            return 2
+        except OSError as e:
+            message = str(e) if isinstance(e, ListenerError) else f"cannot listen: {e.strerror or e}"
+            sys.stderr.write(f"kafka-sidecar: error: {message}\n")
+            await broker.stop()
+            return 2
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        print(_ready_line(broker, data_dir), flush=True)
+        await stop.wait()
+        log.info("shutting down")
+        await broker.stop()
+        log.info("stopped cleanly")
+        return 0
+    finally:
+        if metrics_server is not None:
+            await metrics_server.stop()
+
+
+def _delete_records(args: argparse.Namespace) -> int:
+    from .client import KafkaClientError
+    from .tools.delete_records import OffsetFileError, delete_records, read_offset_json
+
+    try:
+        entries = read_offset_json(args.offset_json_file)
+    except OffsetFileError as e:
+        sys.stderr.write(f"kafka-sidecar: error: {e}\n")
+        return 2
+    try:
+        return delete_records(args.bootstrap_server, entries)
+    except (OSError, KafkaClientError) as e:
+        sys.stderr.write(f"kafka-sidecar: error: cannot talk to {args.bootstrap_server}: {e}\n")
+        return 1
+
+
+def _check_bootstrap(value: str) -> None:
+    from .client import parse_bootstrap
+
+    try:
+        parse_bootstrap(value)
+    except ValueError:
+        raise ConfigError(f"--bootstrap-server expects HOST:PORT[,HOST:PORT...], got {value!r}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(getattr(args, "log_level", "WARNING"), getattr(args, "log_format", "plain"))
+    try:
+        if getattr(args, "bootstrap_server", None) is not None:
+            _check_bootstrap(args.bootstrap_server)
+        if args.command == "serve":
+            # kio registers hypothesis strategies whenever hypothesis is importable (a dev
+            # dependency): ~100 modules and a third of start-up the broker never uses.
+            sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
+            return asyncio.run(_serve(args))
+        if args.command == "config":
+            from .tools import config_show
+
+            config = load_config(args.config, args.override)
+            apply_cli_settings(config, args)
+            return config_show.show(config, args)
+        if args.command == "delete-records":
+            return _delete_records(args)
+        if args.command in ("topics", "groups"):
+            from .client import KafkaClientError
+            from .tools import groups, topics
+
+            tool = topics if args.command == "topics" else groups
+            try:
+                return tool.main(args)
+            except (OSError, KafkaClientError) as e:
+                sys.stderr.write(f"kafka-sidecar: error: cannot talk to {args.bootstrap_server}: {e}\n")
+                return 1
+        if args.command == "dump-log":
+            from .tools import dump_log
+
+            return dump_log.main(args)
+    except ConfigError as e:
+        sys.stderr.write(f"kafka-sidecar: error: {e}\n")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # e.g. `kafka-sidecar dump-log ... | head`
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""Broker configuration: Kafka's ``server.properties`` names, defaults and precedence.
+
+Sources, lowest first: Kafka's defaults, the ``--config`` properties file, ``KAFKA_*``
+environment variables (the apache/kafka image's convention: ``KAFKA_LOG_SEGMENT_BYTES`` ->
+``log.segment.bytes``), ``--override key=value`` flags. Topic-level defaults
+(``log.segment.bytes`` -> ``segment.bytes`` ...) are derived with Kafka's synonym rules, e.g.
+retention ``log.retention.ms`` > ``log.retention.minutes`` > ``log.retention.hours``.
+Every value remembers where it came from (``kafka-sidecar config --show`` prints it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka_sidecar.storage.log_config import TOPIC_CONFIGS, ConfigDef, ConfigError
+
+log = logging.getLogger(__name__)
+
+# Broker-only settings we understand: name -> definition (type, default, bounds).
+BROKER_CONFIGS: dict[str, ConfigDef] = {
+    c.name: c
+    for c in [
+        ConfigDef("num.partitions", "int", 1, at_least=1),
+        ConfigDef("auto.create.topics.enable", "boolean", True),
+        ConfigDef("default.replication.factor", "int", 1, at_least=1),
+        ConfigDef("delete.topic.enable", "boolean", True),
+        ConfigDef("node.id", "int", 1, at_least=0),
+        ConfigDef("broker.id", "int", 1, at_least=-1),
+        ConfigDef("socket.request.max.bytes", "int", 104857600, at_least=1),
+        ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, at_least=0),
+        ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, at_least=0),
+        ConfigDef("log.flush.scheduler.interval.ms", "long", 2**63 - 1),
+        ConfigDef("log.retention.check.interval.ms", "long", 300000, at_least=1),
+        ConfigDef("log.retention.hours", "int", 168),
+        ConfigDef("log.retention.minutes", "int", None, at_least=-1),
+        ConfigDef("log.roll.hours", "int", 168, at_least=1),
+        ConfigDef("log.roll.jitter.hours", "int", 0, at_least=0),
+        ConfigDef("log.dirs", "string", None),
+        ConfigDef("log.dir", "string", "/tmp/kafka-logs"),
+        # Kafka's default is PLAINTEXT://:9092 (every interface); a sidecar stays on loopback,
+        # both 127.0.0.1 and ::1 (server/listeners.py).
+        ConfigDef("listeners", "string", "PLAINTEXT://localhost:9092"),
+        ConfigDef("advertised.listeners", "string", None),
+        ConfigDef("connections.max.idle.ms", "long", 600000),
+        ConfigDef("max.connections", "int", 2**31 - 1, at_least=0),
+        ConfigDef("group.initial.rebalance.delay.ms", "int", 3000),
+        # Group coordinator (server/groups), Kafka's GroupCoordinatorConfig names and defaults.
+        ConfigDef("group.min.session.timeout.ms", "int", 6000),
+        ConfigDef("group.max.session.timeout.ms", "int", 1800000),
+        ConfigDef("group.max.size", "int", 2**31 - 1, at_least=1),
+        ConfigDef("offsets.topic.num.partitions", "int", 50, at_least=1),
+        ConfigDef("offsets.topic.segment.bytes", "int", 104857600, at_least=1),
+        ConfigDef("offsets.topic.compression.codec", "int", 0, at_least=0, at_most=4),
+        ConfigDef("offsets.retention.minutes", "int", 10080, at_least=1),
+        ConfigDef("offsets.retention.check.interval.ms", "long", 600000, at_least=1),
+        ConfigDef("offset.metadata.max.bytes", "int", 4096),
+        ConfigDef("offsets.topic.replication.factor", "int", 3),
+        ConfigDef("transaction.state.log.replication.factor", "int", 3),
+        ConfigDef("transaction.state.log.min.isr", "int", 2),
+        ConfigDef("process.roles", "list", ""),
+        ConfigDef("controller.quorum.voters", "list", ""),
+        ConfigDef("controller.listener.names", "list", ""),
+        ConfigDef("inter.broker.listener.name", "string", None),
+        ConfigDef("listener.security.protocol.map", "string", ""),
+        ConfigDef("log.cleaner.enable", "boolean", True),
+        ConfigDef("log.cleaner.threads", "int", 1, at_least=0),
+        ConfigDef("log.cleaner.backoff.ms", "long", 15000, at_least=0),
+        ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728),
+        ConfigDef("log.cleaner.io.buffer.load.factor", "double", 0.9),
+        ConfigDef("log.initial.task.delay.ms", "long", 30000, at_least=0),
+        ConfigDef("num.network.threads", "int", 3),
+        ConfigDef("num.io.threads", "int", 8),
+        ConfigDef("num.recovery.threads.per.data.dir", "int", 2),
+        ConfigDef("producer.id.expiration.ms", "int", 86400000, at_least=1),
+        ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000, at_least=1),
+        ConfigDef("transactional.id.expiration.ms", "int", 604800000, at_least=1),
+    ]
+}
+
+_TOPIC_BY_SYNONYM: dict[str, ConfigDef] = {c.broker_synonym: c for c in TOPIC_CONFIGS.values() if c.broker_synonym}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties subset: ``key=value`` or ``key: value``, ``#``/``!`` comments, ``\\`` continuations."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:":
+                props[line[:i].strip()] = line[i + 1 :].strip()
+                break
+        else:
+            props[line] = ""
+    return props
+
+
+# The apache/kafka image's environment convention (docker/resources/common-scripts:
+# kafka-propertiesSpec.json and utility.go ConvertKey): every ``KAFKA_*`` variable but these is a
+# property; strip ``KAFKA_``, a single ``_`` between two other characters becomes ``.``, ``___``
+# becomes ``-``, ``__`` becomes ``_``, then lower-case. The image's own excludes, plus the
+# variables Kafka's scripts (and our tests) use for other things.
+ENV_PREFIX = "KAFKA_"
+ENV_EXCLUDES = frozenset({
+    "KAFKA_VERSION", "KAFKA_HEAP_OPT", "KAFKA_LOG4J_OPTS", "KAFKA_OPTS", "KAFKA_JMX_OPTS",
+    "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_LOG4J_ROOT_LOGLEVEL", "KAFKA_LOG4J_LOGGERS",
+    "KAFKA_TOOLS_LOG4J_LOGLEVEL",
+    # not in the image's list, but never broker properties
+    "KAFKA_HEAP_OPTS", "KAFKA_HOME", "KAFKA_DEBUG", "KAFKA_JMX_PORT", "KAFKA_JMX_HOSTNAME",
+    "KAFKA_CLUSTER_ID", "KAFKA_REFERENCE_BOOTSTRAP",
+})
+_SINGLE_UNDERSCORE = re.compile(r"[^_]_[^_]")
+
+
+def env_key_to_property(var: str) -> str:
+    """``KAFKA_LOG_SEGMENT_BYTES`` -> ``log.segment.bytes`` (the image's ConvertKey, same quirks)."""
+    key = var[len(ENV_PREFIX):]
+    key = _SINGLE_UNDERSCORE.sub(lambda m: m.group(0).replace("_", "."), key)
+    return key.replace("___", "-").replace("__", "_").lower()
+
+
+def properties_from_env(environ: Mapping[str, str] | None = None) -> dict[str, tuple[str, str]]:
+    """The properties ``KAFKA_*`` variables set: name -> (variable, value)."""
+    env = os.environ if environ is None else environ
+    out: dict[str, tuple[str, str]] = {}
+    for var in sorted(env):
+        if var.startswith(ENV_PREFIX) and len(var) > len(ENV_PREFIX) and var not in ENV_EXCLUDES:
+            out[env_key_to_property(var)] = (var, env[var])
+    return out
+
+
+def default_value(name: str) -> Any:
+    """Kafka's default of a config we know (a broker config or a topic config's broker synonym)."""
+    cdef = BROKER_CONFIGS.get(name)
+    if cdef is not None:
+        return cdef.default
+    synonym = _TOPIC_BY_SYNONYM.get(name)
+    if synonym is None:
+        return None
+    # The broker-level names given in finer units have no default of their own in Kafka
+    # (log.retention.ms -> log.retention.minutes -> log.retention.hours).
+    if name in ("log.retention.ms", "log.roll.ms", "log.roll.jitter.ms"):
+        return None
+    return synonym.default
+
+
+def known_config_names() -> list[str]:
+    return sorted(set(BROKER_CONFIGS) | set(_TOPIC_BY_SYNONYM))
+
+
+@dataclass
+class BrokerConfig:
+    """Effective broker config with the source of each value."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    # "default", the properties file's path, "env KAFKA_X" or "--override"
+    sources: dict[str, str] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+    # Every property as given (file, environment, then --override), known or not: Kafka's
+    # "originals", which DescribeConfigs reports as STATIC_BROKER_CONFIG.
+    originals: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def load(
+        cls,
+        properties: dict[str, str] | None = None,
+        overrides: dict[str, str] | None = None,
+        properties_source: str = "config file",
+        env: Mapping[str, tuple[str, str]] | None = None,
+    ) -> BrokerConfig:
+        """Layer the sources (defaults < file < environment < overrides). Unknown names are
+        warned about once each and ignored; a bad value raises ConfigError naming its source."""
+        cfg = cls()
+        for name, c in BROKER_CONFIGS.items():
+            cfg.values[name] = c.default
+            cfg.sources[name] = "default"
+        layers: list[tuple[str, str, str]] = [(name, raw, properties_source) for name, raw in (properties or {}).items()]
+        layers += [(name, raw, f"env {var}") for name, (var, raw) in (env or {}).items()]
+        layers += [(name, raw, "--override") for name, raw in (overrides or {}).items()]
+        for name, raw, source in layers:
+            cfg.originals[name] = raw
+            cdef = BROKER_CONFIGS.get(name) or _TOPIC_BY_SYNONYM.get(name)
+            if cdef is None:
+                if name not in cfg.unknown:
+                    cfg.unknown.append(name)
+                    log.warning("ignoring unknown config %s (from %s)", name, source)
+                continue
+            try:
+                # Parse under the name the user wrote, so errors name their key.
+                value = dataclasses.replace(cdef, name=name).parse(raw)
+            except ConfigError as e:
+                raise ConfigError(f"{e} (from {source})") from None
+            cfg.values[name] = value
+            cfg.sources[name] = source
+        return cfg
+
+    def effective(self) -> list[tuple[str, Any, str]]:
+        """Every config we know, as (name, value, source), sorted by name."""
+        out = []
+        for name in known_config_names():
+            if name in self.sources:
+                out.append((name, self.values.get(name), self.sources[name]))
+            else:
+                out.append((name, default_value(name), "default"))
+        return out
+
+    def get(self, name: str) -> Any:
+        return self.values.get(name)
+
+    def is_set(self, name: str) -> bool:
+        return self.sources.get(name, "default") != "default"
+
+    def log_defaults(self) -> dict[str, Any]:
+        """Topic config defaults that the broker config sets (Kafka's defaults apply to the rest)."""
+        out: dict[str, Any] = {}
+        for synonym, cdef in _TOPIC_BY_SYNONYM.items():
+            if self.is_set(synonym):
+                out[cdef.name] = self.values[synonym]
+        # Kafka's precedence for time-based settings given in coarser units.
+        if "retention.ms" not in out:
+            if self.is_set("log.retention.minutes"):
+                out["retention.ms"] = int(self.values["log.retention.minutes"]) * 60_000
+            elif self.is_set("log.retention.hours"):
+                out["retention.ms"] = int(self.values["log.retention.hours"]) * 3_600_000
+        if "segment.ms" not in out and self.is_set("log.roll.hours"):
+            out["segment.ms"] = int(self.values["log.roll.hours"]) * 3_600_000
+        if "segment.jitter.ms" not in out and self.is_set("log.roll.jitter.hours"):
+            out["segment.jitter.ms"] = int(self.values["log.roll.jitter.hours"]) * 3_600_000
+        return out
+
+
+def parse_overrides(overrides: list[str]) -> dict[str, str]:
+    over: dict[str, str] = {}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--override expects key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        over[k.strip()] = v.strip()
+    return over
+
+
+def load_config(config_file: Path | None, overrides: list[str], environ: Mapping[str, str] | None = None) -> BrokerConfig:
+    """Read ``--config``, ``KAFKA_*`` variables and ``--override`` flags; ConfigError on a bad
+    value or flag. ``environ`` defaults to the process environment."""
+    props: dict[str, str] = {}
+    if config_file is not None:
+        try:
+            props = parse_properties(Path(config_file).read_text())
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {config_file}: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"cannot read config file {config_file}: {e}") from None
+    return BrokerConfig.load(
+        props, parse_overrides(overrides),
+        properties_source=str(config_file) if config_file else "config file",
+        env=properties_from_env(environ),
+    )

@@ -1,0 +1,155 @@
+"""Request dispatch: the table of implemented APIs and versions, and ApiVersions.
+
+``SUPPORTED_APIS`` is the single source for what ApiVersions advertises and for
+which requests are accepted: only what is implemented is listed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kafka_sidecar.protocol import errors
+from kafka_sidecar.protocol.framing import (
+    API_VERSIONS_KEY,
+    RequestHeader,
+    frame,
+    parse_request_header,
+    peek_api,
+    response_header,
+)
+from kafka_sidecar.protocol.messages import decode_request_body, encode_body, is_flexible_request
+
+from .apis import (
+    cluster,
+    configs,
+    delete_records,
+    fetch,
+    groups,
+    list_offsets,
+    log_dirs,
+    metadata,
+    produce,
+    producer_id,
+    topics,
+)
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .connection import Connection
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["Broker", "Connection", RequestHeader, Any], Awaitable[Any]]
+
+
+class ProtocolViolation(Exception):
+    """A request we cannot answer: the connection is closed (as Kafka does)."""
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+async def _api_versions(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    return {
+        "error_code": errors.NONE,
+        "api_keys": [
+            {"api_key": s.key, "min_version": s.min_version, "max_version": s.max_version}
+            for s in sorted(SUPPORTED_APIS.values(), key=lambda s: s.key)
+        ],
+        "throttle_time": 0,
+    }
+
+
+SUPPORTED_APIS: dict[int, ApiSpec] = {
+    s.key: s
+    for s in [
+        ApiSpec(0, "Produce", 3, 12, produce.handle_produce),
+        ApiSpec(1, "Fetch", 4, 17, fetch.handle_fetch),
+        ApiSpec(2, "ListOffsets", 1, 10, list_offsets.handle_list_offsets),
+        ApiSpec(3, "Metadata", 0, 13, metadata.handle_metadata),
+        ApiSpec(18, "ApiVersions", 0, 4, _api_versions),
+        ApiSpec(19, "CreateTopics", 2, 7, topics.handle_create_topics),
+        ApiSpec(20, "DeleteTopics", 1, 6, topics.handle_delete_topics),
+        ApiSpec(21, "DeleteRecords", 0, 2, delete_records.handle_delete_records),
+        ApiSpec(22, "InitProducerId", 0, 5, producer_id.handle_init_producer_id),
+        # Topic and broker configs (server/apis/configs.py): Kafka 4.0's version ranges.
+        ApiSpec(32, "DescribeConfigs", 1, 4, configs.handle_describe_configs),
+        ApiSpec(33, "AlterConfigs", 0, 2, configs.handle_alter_configs),
+        ApiSpec(44, "IncrementalAlterConfigs", 0, 1, configs.handle_incremental_alter_configs),
+        # Consumer groups, classic protocol (server/apis/groups.py): Kafka 4.0's version ranges.
+        ApiSpec(8, "OffsetCommit", 2, 9, groups.handle_offset_commit),
+        ApiSpec(9, "OffsetFetch", 1, 9, groups.handle_offset_fetch),
+        ApiSpec(10, "FindCoordinator", 0, 6, groups.handle_find_coordinator),
+        ApiSpec(11, "JoinGroup", 2, 9, groups.handle_join_group),
+        ApiSpec(12, "Heartbeat", 0, 4, groups.handle_heartbeat),
+        ApiSpec(13, "LeaveGroup", 0, 5, groups.handle_leave_group),
+        ApiSpec(14, "SyncGroup", 0, 5, groups.handle_sync_group),
+        ApiSpec(15, "DescribeGroups", 0, 6, groups.handle_describe_groups),
+        ApiSpec(16, "ListGroups", 0, 5, groups.handle_list_groups),
+        ApiSpec(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),
+        ApiSpec(47, "OffsetDelete", 0, 0, groups.handle_offset_delete),
+        # Kafka's tools (issue 11): Kafka 4.1's version ranges.
+        ApiSpec(35, "DescribeLogDirs", 1, 4, log_dirs.handle_describe_log_dirs),
+        ApiSpec(37, "CreatePartitions", 0, 3, topics.handle_create_partitions),
+        ApiSpec(60, "DescribeCluster", 0, 2, cluster.handle_describe_cluster),
+        ApiSpec(75, "DescribeTopicPartitions", 0, 0, cluster.handle_describe_topic_partitions),
+    ]
+}
+
+
+def _unsupported_api_versions(correlation_id: int) -> list[bytes]:
+    """Kafka's answer to an ApiVersions version it does not know: a v0 body, error 35,
+    listing only ApiVersions' own range, so the client can retry with one it supports."""
+    spec = SUPPORTED_APIS[API_VERSIONS_KEY]
+    body = encode_body(API_VERSIONS_KEY, 0, {
+        "error_code": errors.UNSUPPORTED_VERSION,
+        "api_keys": [{"api_key": spec.key, "min_version": spec.min_version, "max_version": spec.max_version}],
+    })
+    return [frame([response_header(correlation_id, False), body])]
+
+
+async def handle_request(broker: Broker, conn: Connection, data: bytes) -> list[Any] | None:
+    """Decode, run and encode one request; returns the framed response parts or None."""
+    started = time.perf_counter()
+    api_key, version, correlation_id = peek_api(data)
+    spec = SUPPORTED_APIS.get(api_key)
+    if spec is None:
+        broker.metrics.protocol_errors += 1
+        raise ProtocolViolation(f"unknown or unsupported API key {api_key} (version {version})")
+    if not spec.min_version <= version <= spec.max_version:
+        if api_key == API_VERSIONS_KEY:
+            log.info("ApiVersions v%d from %s is not supported: answered with our range (v%d-%d)", version, conn.peer, spec.min_version, spec.max_version)
+            return _unsupported_api_versions(correlation_id)
+        broker.metrics.protocol_errors += 1
+        raise ProtocolViolation(
+            f"unsupported version {version} of {spec.name} (supported {spec.min_version}-{spec.max_version})"
+        )
+    flexible = is_flexible_request(api_key, version)
+    header = parse_request_header(data, flexible)
+    try:
+        request = decode_request_body(api_key, version, data, header.body_offset)
+    except Exception as e:
+        broker.metrics.protocol_errors += 1
+        raise ProtocolViolation(f"cannot decode {spec.name} v{version} request: {e}") from None
+    result = await spec.handler(broker, conn, header, request)
+    # Metrics (server/metrics.py): a histogram bucket, a sum, and the response's error codes.
+    broker.metrics.observe_request(spec.name, time.perf_counter() - started, result)
+    if result is None:
+        return None
+    # ApiVersions responses always use header v0 so clients can parse them before negotiating.
+    head = response_header(correlation_id, flexible and api_key != API_VERSIONS_KEY)
+    if isinstance(result, dict):
+        return [frame([head, encode_body(api_key, version, result)])]
+    # Pre-encoded parts (Fetch): bytes and file slices, framed around their total size.
+    sizes = sum(len(p) if isinstance(p, bytes) else p.size for p in result)
+    return [frame([head], sizes), *result]

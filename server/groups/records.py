@@ -1,0 +1,401 @@
+"""Records of the internal topic ``__consumer_offsets``, in Kafka's exact formats.
+
+Keys and values are Kafka's coordinator records (apache/kafka
+``group-coordinator/src/main/resources/common/message``): every key and value
+starts with an int16 version, followed by the struct of that version.
+
+- ``OffsetCommitKey`` (key version 1; 0 is the same layout): group string,
+  topic string, partition int32.
+- ``OffsetCommitValue`` written as version 3 (offset int64, leaderEpoch int32,
+  metadata string, commitTimestamp int64), or version 1 when the commit carried
+  a retention time (offset, metadata, commitTimestamp, expireTimestamp). Read:
+  versions 0-4 (4 is flexible).
+- ``GroupMetadataKey`` (key version 2): group string.
+- ``GroupMetadataValue`` written as version 3 (protocolType string, generation
+  int32, protocol nullable string, leader nullable string,
+  currentStateTimestamp int64, members [memberId, groupInstanceId nullable,
+  clientId, clientHost, rebalanceTimeout int32, sessionTimeout int32,
+  subscription bytes, assignment bytes]). Read: versions 0-4.
+
+A tombstone is a record with a null value. Batches are written the way Kafka's
+coordinator runtime writes them: magic 2, no producer id (-1/-1), base sequence
+0, CreateTime = the write time, one batch per coordinator write.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import crc32c
+from kafka_sidecar.protocol import compression
+from kafka_sidecar.protocol.record_batch import (
+    BATCH_HEADER,
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    LOG_OVERHEAD,
+    iter_headers,
+)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE = 1
+GROUP_METADATA_VALUE_VERSION = 3
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+class RecordFormatError(ValueError):
+    """A key or value of __consumer_offsets that does not parse."""
+
+
+# ---------------------------------------------------------------- java hashing
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units), as a signed int32."""
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's ``Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions``."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+# ------------------------------------------------------------------- values
+
+
+@dataclass
+class OffsetAndMetadata:
+    """A committed offset (Kafka's OffsetAndMetadata)."""
+
+    offset: int
+    leader_epoch: int  # -1 = none
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int | None = None  # only from OffsetCommit v2-v4 with a retention time
+    record_offset: int = -1  # offset of the record in __consumer_offsets
+
+
+@dataclass
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int
+    members: list[MemberMetadata] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class GroupMetadataKey:
+    group: str
+
+
+# ------------------------------------------------------------------- writers
+
+
+def _string(s: str) -> bytes:
+    b = s.encode("utf-8")
+    return _I16.pack(len(b)) + b
+
+
+def _nullable_string(s: str | None) -> bytes:
+    return _I16.pack(-1) if s is None else _string(s)
+
+
+def _bytes(b: bytes) -> bytes:
+    return _I32.pack(len(b)) + b
+
+
+def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    return _I16.pack(OFFSET_COMMIT_KEY_VERSION) + _string(group) + _string(topic) + _I32.pack(partition)
+
+
+def group_metadata_key(group: str) -> bytes:
+    return _I16.pack(GROUP_METADATA_KEY_VERSION) + _string(group)
+
+
+def offset_commit_value(o: OffsetAndMetadata) -> bytes:
+    if o.expire_timestamp is not None:
+        return (
+            _I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE) + _I64.pack(o.offset) + _string(o.metadata)
+            + _I64.pack(o.commit_timestamp) + _I64.pack(o.expire_timestamp)
+        )
+    return (
+        _I16.pack(OFFSET_COMMIT_VALUE_VERSION) + _I64.pack(o.offset) + _I32.pack(o.leader_epoch)
+        + _string(o.metadata) + _I64.pack(o.commit_timestamp)
+    )
+
+
+def group_metadata_value(v: GroupMetadataValue) -> bytes:
+    parts = [
+        _I16.pack(GROUP_METADATA_VALUE_VERSION),
+        _string(v.protocol_type),
+        _I32.pack(v.generation),
+        _nullable_string(v.protocol),
+        _nullable_string(v.leader),
+        _I64.pack(v.current_state_timestamp),
+        _I32.pack(len(v.members)),
+    ]
+    for m in v.members:
+        parts += [
+            _string(m.member_id),
+            _nullable_string(m.group_instance_id),
+            _string(m.client_id),
+            _string(m.client_host),
+            _I32.pack(m.rebalance_timeout),
+            _I32.pack(m.session_timeout),
+            _bytes(m.subscription),
+            _bytes(m.assignment),
+        ]
+    return b"".join(parts)
+
+
+# ------------------------------------------------------------------- readers
+
+
+class _Reader:
+    __slots__ = ("buf", "pos", "flexible")
+
+    def __init__(self, buf: bytes, pos: int = 0, flexible: bool = False) -> None:
+        self.buf = buf
+        self.pos = pos
+        self.flexible = flexible
+
+    def _take(self, n: int) -> bytes:
+        end = self.pos + n
+        if n < 0 or end > len(self.buf):
+            raise RecordFormatError(f"truncated record: need {n} bytes at {self.pos} of {len(self.buf)}")
+        b = self.buf[self.pos : end]
+        self.pos = end
+        return b
+
+    def i16(self) -> int:
+        return _I16.unpack(self._take(2))[0]
+
+    def i32(self) -> int:
+        return _I32.unpack(self._take(4))[0]
+
+    def i64(self) -> int:
+        return _I64.unpack(self._take(8))[0]
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            b = self._take(1)[0]
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+            if shift > 63:
+                raise RecordFormatError("varint too long")
+
+    def nullable_string(self) -> str | None:
+        n = self.uvarint() - 1 if self.flexible else self.i16()
+        if n < 0:
+            return None
+        return self._take(n).decode("utf-8")
+
+    def string(self) -> str:
+        s = self.nullable_string()
+        if s is None:
+            raise RecordFormatError("null where a string is required")
+        return s
+
+    def bytes_(self) -> bytes:
+        n = self.uvarint() - 1 if self.flexible else self.i32()
+        if n < 0:
+            raise RecordFormatError("null where bytes are required")
+        return bytes(self._take(n))
+
+    def array_len(self) -> int:
+        n = self.uvarint() - 1 if self.flexible else self.i32()
+        return max(n, 0)
+
+    def tagged_fields(self) -> None:
+        if self.flexible:
+            for _ in range(self.uvarint()):
+                self.uvarint()
+                self._take(self.uvarint())
+
+
+def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
+    """The key of a __consumer_offsets record; None for record types this broker does not use."""
+    r = _Reader(key)
+    version = r.i16()
+    if version in (0, 1):
+        return OffsetCommitKey(r.string(), r.string(), r.i32())
+    if version == 2:
+        return GroupMetadataKey(r.string())
+    return None  # consumer/share/streams group records (KIP-848 and later)
+
+
+def decode_offset_commit_value(value: bytes, record_offset: int = -1) -> OffsetAndMetadata:
+    r = _Reader(value)
+    version = r.i16()
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"unknown OffsetCommitValue version {version}")
+    r.flexible = version >= 4
+    offset = r.i64()
+    leader_epoch = r.i32() if version >= 3 else -1
+    metadata = r.string()
+    commit_ts = r.i64()
+    expire_ts = r.i64() if version == 1 else None
+    if expire_ts == -1:
+        expire_ts = None
+    r.tagged_fields()
+    return OffsetAndMetadata(offset, leader_epoch, metadata, commit_ts, expire_ts, record_offset)
+
+
+def decode_group_metadata_value(value: bytes) -> GroupMetadataValue:
+    r = _Reader(value)
+    version = r.i16()
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
+    r.flexible = version >= 4
+    protocol_type = r.string()
+    generation = r.i32()
+    protocol = r.nullable_string()
+    leader = r.nullable_string()
+    current_state_ts = r.i64() if version >= 2 else -1
+    members = []
+    for _ in range(r.array_len()):
+        member_id = r.string()
+        instance_id = r.nullable_string() if version >= 3 else None
+        client_id = r.string()
+        client_host = r.string()
+        rebalance_timeout = r.i32() if version >= 1 else -1
+        session_timeout = r.i32()
+        subscription = r.bytes_()
+        assignment = r.bytes_()
+        r.tagged_fields()
+        if rebalance_timeout == -1:
+            rebalance_timeout = session_timeout  # v0 has no rebalance timeout: Kafka uses the session timeout
+        members.append(MemberMetadata(member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout, subscription, assignment))
+    r.tagged_fields()
+    return GroupMetadataValue(protocol_type, generation, protocol, leader, current_state_ts, members)
+
+
+def consumer_protocol_topics(metadata: bytes) -> set[str]:
+    """Topics of a ConsumerProtocolSubscription, read with the v0 layout that prefixes every version."""
+    r = _Reader(metadata)
+    r.i16()  # version
+    return {r.string() for _ in range(r.array_len())}
+
+
+# ------------------------------------------------------------------- batches
+
+
+def _varint(value: int) -> bytes:
+    """Zigzag varint (Kafka's ByteUtils.writeVarint/Varlong)."""
+    v = (value << 1) ^ (value >> 63)
+    v &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, codec: int = compression.NONE) -> bytes:
+    """One RecordBatch v2 holding ``records`` (key, value-or-None), offsets from 0."""
+    body = bytearray()
+    for i, (key, value) in enumerate(records):
+        rec = bytearray(b"\x00")  # attributes
+        rec += _varint(0)  # timestamp delta
+        rec += _varint(i)  # offset delta
+        rec += _varint(len(key)) + key
+        rec += _varint(-1) if value is None else _varint(len(value)) + value
+        rec += _varint(0)  # headers
+        body += _varint(len(rec)) + rec
+    data = bytes(body)
+    attributes = 0
+    if codec != compression.NONE:
+        data = compression.compress(codec, data)
+        attributes |= codec & COMPRESSION_MASK
+    n = len(records)
+    header = bytearray(BATCH_HEADER.pack(
+        0, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(data), -1, 2, 0, attributes, max(n - 1, 0),
+        timestamp_ms, timestamp_ms, -1, -1, 0, n,
+    ))
+    crc = crc32c.crc32c(bytes(header[21:]) + data)
+    struct.pack_into(">I", header, 17, crc)
+    return bytes(header) + data
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+        if shift > 63:
+            raise RecordFormatError("varint too long")
+
+
+def iter_records(data: bytes) -> Iterator[tuple[int, int, bytes | None, bytes | None]]:
+    """(offset, producer id, key, value) of each data record in the complete batches of ``data``.
+
+    Control batches are skipped. Fast enough to replay a large offsets topic at start-up.
+    """
+    for pos, h in iter_headers(data):
+        if h.attributes & CONTROL_MASK:
+            continue
+        section = data[pos + BATCH_HEADER_SIZE : pos + h.size]
+        if h.attributes & COMPRESSION_MASK:
+            section = compression.decompress(h.attributes & COMPRESSION_MASK, section)
+        p = 0
+        for _ in range(h.record_count):
+            length, p = _read_varint(section, p)
+            end = p + length
+            p += 1  # attributes
+            _ts, p = _read_varint(section, p)
+            delta, p = _read_varint(section, p)
+            klen, p = _read_varint(section, p)
+            key = None
+            if klen >= 0:
+                key = section[p : p + klen]
+                p += klen
+            vlen, p = _read_varint(section, p)
+            value = None
+            if vlen >= 0:
+                value = section[p : p + vlen]
+                p += vlen
+            p = end  # headers are not used
+            yield h.base_offset + delta, h.producer_id, key, value

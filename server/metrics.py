@@ -1,0 +1,367 @@
+"""Prometheus metrics, health and readiness: ``--metrics-port`` (HTTP on ``--metrics-host``).
+
+Kafka's familiar figures, named the way the JMX exporter names Kafka's MBeans:
+
+- ``kafka_server_brokertopicmetrics_{bytesin,messagesin,bytesout,messagesout}_total{topic}``
+- ``kafka_network_requestmetrics_requests_total{request}``, ``..._errors_total{request,error}``,
+  ``kafka_network_requestmetrics_request_duration_seconds{request}`` (histogram, request read
+  to response ready; a Fetch long-poll counts its wait, as Kafka's TotalTimeMs does)
+- ``kafka_log_log_{size_bytes,segments,start_offset,end_offset}{topic,partition}``
+- ``kafka_cluster_partition_underminisr{topic,partition}`` and
+  ``kafka_server_replicamanager_{underminisrpartitioncount,underreplicatedpartitions}``: always 0
+  (one broker, every replica in sync)
+- ``kafka_log_logcleaner_*`` and ``kafka_log_logmanager_retention_*``: cleaner and retention rounds
+- ``kafka_server_socketserver_{connections,connections_opened_total,connections_closed_total}{listener}``
+- ``kafka_sidecar_ready``, ``kafka_sidecar_info`` and the ``process_*`` figures.
+
+The hot paths only bump plain integers in dicts (per request, per partition, never per record);
+everything is turned into Prometheus families when scraped, on the event loop, so nothing here
+needs a lock. ``/healthz`` answers 200 while the process serves HTTP; ``/readyz`` answers 200
+once the logs are loaded and the Kafka listeners accept connections (503 before, and while
+shutting down).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import weakref
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from kafka_sidecar.protocol import errors as error_codes
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from .listeners import bind_sockets, bracket
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+# Request latency buckets, seconds (Kafka's request times span ~0.1 ms to a long-poll's max wait).
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_ERROR_NAMES = {v: k for k, v in vars(error_codes).items() if k.isupper() and isinstance(v, int)}
+
+
+def error_name(code: int) -> str:
+    return _ERROR_NAMES.get(code, f"ERROR_{code}")
+
+
+class _ApiStats:
+    __slots__ = ("buckets", "sum", "errors")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(BUCKETS) + 1)
+        self.sum = 0.0
+        self.errors: dict[int, int] = defaultdict(int)
+
+
+def _count_errors(obj: Any, out: dict[int, int], depth: int = 0) -> None:
+    """Non-zero ``error_code`` fields of a response dict (top level and nested lists of dicts)."""
+    code = obj.get("error_code")
+    if code:
+        out[code] += 1
+    if depth >= 4:
+        return
+    for v in obj.values():
+        if v.__class__ is list:
+            for item in v:
+                if item.__class__ is dict:
+                    _count_errors(item, out, depth + 1)
+
+
+class Metrics:
+    """Counters the broker bumps; read by :class:`SidecarCollector` at scrape time."""
+
+    def __init__(self) -> None:
+        self.apis: dict[str, _ApiStats] = {}
+        self.protocol_errors = 0
+        self.bytes_in: dict[str, int] = defaultdict(int)
+        self.messages_in: dict[str, int] = defaultdict(int)
+        self.bytes_out: dict[str, int] = defaultdict(int)
+        self.messages_out: dict[str, int] = defaultdict(int)
+        self.connections_opened: dict[str, int] = defaultdict(int)
+        self.connections_closed: dict[str, int] = defaultdict(int)
+        self.retention_rounds = 0
+        self.retention_segments_deleted = 0
+        self.retention_last_seconds = 0.0
+        # Per connection: the fetch position of each partition it last asked for (messages out).
+        self._positions: weakref.WeakKeyDictionary[Any, dict[tuple[str, int], int]] = weakref.WeakKeyDictionary()
+
+    # ---- hot path -------------------------------------------------------------------------
+
+    def observe_request(self, api: str, seconds: float, response: Any) -> None:
+        st = self.apis.get(api)
+        if st is None:
+            st = self.apis[api] = _ApiStats()
+        st.buckets[bisect.bisect_left(BUCKETS, seconds)] += 1
+        st.sum += seconds
+        if response.__class__ is dict:
+            _count_errors(response, st.errors)
+
+    def record_produce(self, topic: str, nbytes: int, records: int) -> None:
+        self.bytes_in[topic] += nbytes
+        self.messages_in[topic] += records
+
+    def record_fetch(self, conn: Any, request_topics: Any, topics: Any) -> None:
+        """After a Fetch: bytes sent per topic, and records consumed per topic (how far each
+        partition's fetch position moved since this connection's previous fetch of it)."""
+        try:
+            positions = self._positions.get(conn)
+            if positions is None:
+                positions = self._positions[conn] = {}
+        except TypeError:  # not weak-referenceable (a test double): skip messages out
+            positions = {}
+        stats = self.apis.get("Fetch")
+        if stats is None:
+            stats = self.apis["Fetch"] = _ApiStats()
+        for rt, ft in zip(request_topics, topics, strict=False):
+            name = ft.name
+            if not name:
+                continue
+            for rp, fp in zip(rt.partitions, ft.partitions, strict=False):
+                if fp.error_code:
+                    stats.errors[fp.error_code] += 1
+                    continue
+                records = fp.records
+                if records is not None:
+                    size = len(records) if records.__class__ in (bytes, bytearray) else records.size
+                    if size:
+                        self.bytes_out[name] += size
+                key = (name, fp.index)
+                offset = rp.fetch_offset
+                prev = positions.get(key)
+                if prev is not None and offset > prev:
+                    self.messages_out[name] += offset - prev
+                positions[key] = offset
+
+    # ---- background rounds ------------------------------------------------------------------
+
+    def record_retention(self, deleted: int, seconds: float) -> None:
+        self.retention_rounds += 1
+        self.retention_segments_deleted += deleted
+        self.retention_last_seconds = seconds
+
+
+class SidecarCollector:
+    """Turns the broker's state and counters into Prometheus metric families."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def collect(self):  # noqa: C901 - one flat list of families
+        b = self.broker
+        m: Metrics = b.metrics
+
+        info = GaugeMetricFamily("kafka_sidecar_info", "kafka-sidecar build and cluster", labels=["version", "cluster_id", "node_id"])
+        info.add_metric([VERSION, b.cluster_id or "", str(b.node_id)], 1)
+        yield info
+        ready = GaugeMetricFamily("kafka_sidecar_ready", "1 once the logs are loaded and the listeners accept connections")
+        ready.add_metric([], 1 if b.ready else 0)
+        yield ready
+
+        # -- topics
+        for attr, name, doc in (
+            ("bytes_in", "bytesin", "Bytes of record batches appended (Produce), per topic"),
+            ("messages_in", "messagesin", "Records appended (Produce), per topic"),
+            ("bytes_out", "bytesout", "Bytes of records sent to consumers (Fetch), per topic"),
+            ("messages_out", "messagesout", "Records consumed (Fetch), per topic: how far each connection's fetch position advanced"),
+        ):
+            fam = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}", doc, labels=["topic"])
+            for topic, v in list(getattr(m, attr).items()):
+                fam.add_metric([topic], v)
+            yield fam
+
+        # -- requests
+        requests = CounterMetricFamily("kafka_network_requestmetrics_requests", "Requests answered, per API", labels=["request"])
+        errs = CounterMetricFamily("kafka_network_requestmetrics_errors", "Error codes in responses (top level, topics, partitions), per API", labels=["request", "error"])
+        hist = HistogramMetricFamily("kafka_network_requestmetrics_request_duration_seconds", "Time from request read to response ready, per API", labels=["request"])
+        for api, st in sorted(m.apis.items()):
+            total = 0
+            buckets = []
+            for bound, count in zip((*BUCKETS, float("inf")), st.buckets, strict=True):
+                total += count
+                buckets.append(("+Inf" if bound == float("inf") else repr(bound), total))
+            requests.add_metric([api], total)
+            hist.add_metric([api], buckets, st.sum)
+            for code, count in sorted(st.errors.items()):
+                errs.add_metric([api, error_name(code)], count)
+        yield requests
+        yield errs
+        yield hist
+        pv = CounterMetricFamily("kafka_network_requestmetrics_protocol_violations", "Requests that closed their connection (malformed, unknown API or version)")
+        pv.add_metric([], m.protocol_errors)
+        yield pv
+
+        # -- logs
+        size = GaugeMetricFamily("kafka_log_log_size_bytes", "Bytes in the partition's segments", labels=["topic", "partition"])
+        segs = GaugeMetricFamily("kafka_log_log_segments", "Segments of the partition", labels=["topic", "partition"])
+        start = GaugeMetricFamily("kafka_log_log_start_offset", "Log start offset", labels=["topic", "partition"])
+        end = GaugeMetricFamily("kafka_log_log_end_offset", "Log end offset", labels=["topic", "partition"])
+        under = GaugeMetricFamily("kafka_cluster_partition_underminisr", "1 if the partition has fewer in-sync replicas than min.insync.replicas (never: one broker)", labels=["topic", "partition"])
+        lm = b.log_manager
+        count = 0
+        for lg in lm.all_logs():
+            labels = [lg.topic, str(lg.partition)]
+            try:
+                segments = lg.segments
+                size.add_metric(labels, sum(s.size for s in segments))
+                segs.add_metric(labels, len(segments))
+                start.add_metric(labels, lg.log_start_offset)
+                end.add_metric(labels, lg.log_end_offset)
+            except Exception:  # a log being closed or deleted right now
+                continue
+            under.add_metric(labels, 0)
+            count += 1
+        yield from (size, segs, start, end, under)
+        for name, doc in (
+            ("kafka_server_replicamanager_underminisrpartitioncount", "Partitions under min.insync.replicas (always 0)"),
+            ("kafka_server_replicamanager_underreplicatedpartitions", "Under-replicated partitions (always 0)"),
+            ("kafka_server_replicamanager_offlinereplicacount", "Offline replicas (always 0)"),
+        ):
+            g = GaugeMetricFamily(name, doc)
+            g.add_metric([], 0)
+            yield g
+        pc = GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions on this broker")
+        pc.add_metric([], count)
+        yield pc
+
+        # -- cleaner and retention
+        cleaner = getattr(lm, "cleaner", None)
+        rounds = CounterMetricFamily("kafka_log_logcleaner_cleanings", "Logs cleaned (compaction rounds that cleaned a log)")
+        rounds.add_metric([], getattr(cleaner, "rounds", 0) if cleaner else 0)
+        yield rounds
+        stats = getattr(cleaner, "last_stats", None) if cleaner else None
+        for name, doc, value in (
+            ("kafka_log_logcleaner_last_bytes_read", "Bytes read by the last cleaning", stats.bytes_read if stats else 0),
+            ("kafka_log_logcleaner_last_bytes_written", "Bytes written by the last cleaning", stats.bytes_written if stats else 0),
+            ("kafka_log_logcleaner_last_records_removed", "Records removed by the last cleaning", stats.records_removed if stats else 0),
+            ("kafka_log_logcleaner_last_duration_seconds", "Duration of the last cleaning", (stats.duration_ms / 1000) if stats else 0),
+            ("kafka_log_logcleaner_last_end_timestamp_seconds", "When the last cleaning ended (Unix time)", (stats.end_ms / 1000) if stats else 0),
+        ):
+            g = GaugeMetricFamily(name, doc)
+            g.add_metric([], value)
+            yield g
+        r = CounterMetricFamily("kafka_log_logmanager_retention_rounds", "Retention checks run (log.retention.check.interval.ms)")
+        r.add_metric([], m.retention_rounds)
+        yield r
+        r = CounterMetricFamily("kafka_log_logmanager_retention_segments_deleted", "Segments scheduled for deletion by retention")
+        r.add_metric([], m.retention_segments_deleted)
+        yield r
+        g = GaugeMetricFamily("kafka_log_logmanager_retention_last_duration_seconds", "Duration of the last retention check")
+        g.add_metric([], m.retention_last_seconds)
+        yield g
+
+        # -- connections
+        current: dict[str, int] = defaultdict(int)
+        for conn in list(b.connections):
+            current[getattr(conn, "listener", "PLAINTEXT")] += 1
+        names = sorted({e.name for e in b.listeners} | set(current) | set(m.connections_opened))
+        conns = GaugeMetricFamily("kafka_server_socketserver_connections", "Open client connections, per listener", labels=["listener"])
+        opened = CounterMetricFamily("kafka_server_socketserver_connections_opened", "Client connections accepted, per listener", labels=["listener"])
+        closed = CounterMetricFamily("kafka_server_socketserver_connections_closed", "Client connections closed, per listener", labels=["listener"])
+        for n in names:
+            conns.add_metric([n], current.get(n, 0))
+            opened.add_metric([n], m.connections_opened.get(n, 0))
+            closed.add_metric([n], m.connections_closed.get(n, 0))
+        yield from (conns, opened, closed)
+
+
+def make_registry(broker: Broker) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SidecarCollector(broker))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    return registry
+
+
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 400: "Bad Request", 503: "Service Unavailable"}
+
+
+class MetricsServer:
+    """A tiny HTTP/1.1 server on the broker's loop: /metrics, /healthz, /readyz."""
+
+    def __init__(self, broker: Broker, host: str, port: int) -> None:
+        self.broker = broker
+        self.host = host
+        self.port = port
+        self.registry = make_registry(broker)
+        self._servers: list[asyncio.base_events.Server] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://{bracket(self.host or '0.0.0.0')}:{self.port}"
+
+    async def start(self) -> None:
+        socks = bind_sockets(self.host, self.port)
+        try:
+            for s in socks:
+                self._servers.append(await asyncio.start_server(self._handle, sock=s, limit=16384))
+        except BaseException:
+            for s in socks:
+                s.close()
+            raise
+        self.port = socks[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        for s in self._servers:
+            s.close()
+        for s in self._servers:
+            try:
+                await asyncio.wait_for(s.wait_closed(), 1)
+            except (TimeoutError, Exception):
+                pass
+        self._servers.clear()
+
+    def _answer(self, path: str) -> tuple[int, str, bytes]:
+        b = self.broker
+        if path == "/metrics":
+            return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+        if path in ("/healthz", "/health", "/livez"):
+            return 200, "text/plain; charset=utf-8", b"ok\n"
+        if path in ("/readyz", "/ready"):
+            if b.ready:
+                return 200, "text/plain; charset=utf-8", b"ready\n"
+            return 503, "text/plain; charset=utf-8", f"not ready: {b.state}\n".encode()
+        if path == "/":
+            return 200, "text/plain; charset=utf-8", b"kafka-sidecar: /metrics /healthz /readyz\n"
+        return 404, "text/plain; charset=utf-8", b"not found\n"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
+                return
+            request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+            parts = request_line.split(" ")
+            if len(parts) != 3:
+                code, ctype, body, method = 400, "text/plain", b"bad request\n", "GET"
+            else:
+                method, target, _ = parts
+                if method not in ("GET", "HEAD"):
+                    code, ctype, body = 405, "text/plain", b"method not allowed\n"
+                else:
+                    code, ctype, body = self._answer(target.split("?", 1)[0])
+            head_out = (
+                f"HTTP/1.1 {code} {_REASONS.get(code, '')}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            ).encode()
+            writer.write(head_out if method == "HEAD" else head_out + body)
+            await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        except Exception:
+            log.exception("metrics endpoint failed")
+        finally:
+            writer.close()

@@ -1,0 +1,565 @@
+"""Log: one partition's ordered segments (Kafka's UnifiedLog/LocalLog for a single replica).
+
+With one replica the high watermark is the log end offset after every append;
+the last stable offset equals it too (no transactions yet). Appends assign
+offsets by patching each batch's baseOffset in place (the CRC does not cover it).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafka_sidecar.protocol.record_batch import (
+    ATTRIBUTES_POS,
+    BASE_OFFSET_POS,
+    CRC_POS,
+    MAX_TIMESTAMP_POS,
+    PARTITION_LEADER_EPOCH_POS,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    compute_crc,
+)
+
+from . import failpoints, retention
+from .log_config import LogConfig
+from .log_segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    AppendedBatch,
+    FileSlice,
+    LogSegment,
+    StorageError,
+)
+from .producer_state import ProducerStateManager, snapshot_path
+
+__all__ = ["AppendInfo", "Log", "OffsetOutOfRangeError", "StorageError", "parse_partition_dir"]
+
+log = logging.getLogger(__name__)
+
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_U32 = struct.Struct(">I")
+
+LEADER_EPOCH = 0
+
+
+class OffsetOutOfRangeError(Exception):
+    pass
+
+
+@dataclass
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    needs_flush: bool = False  # flush.messages reached: the caller must flush() before acknowledging
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """``<topic>-<partition>`` -> (topic, partition), or None if not a partition dir."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+class Log:
+    def __init__(self, dir: Path, topic: str, partition: int, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int | None = None, clean_shutdown: bool = True) -> None:
+        self.dir = dir
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        # Copy-on-write (segments, base offsets): readers take one snapshot without
+        # locking; writers (append, roll, retention, truncation) hold ``lock``.
+        self._view: tuple[list[LogSegment], list[int]] = ([], [])
+        self.lock = threading.RLock()
+        self.unflushed_messages = 0
+        # Largest delete horizon the cleaner wrote (-1: none); tells it when tombstones expire.
+        self.latest_delete_horizon = -1
+        self.retired_segments: list[LogSegment] = []
+        self.last_flush_ms = int(time.time() * 1000)
+        dir.mkdir(parents=True, exist_ok=True)
+        self.producer_state = ProducerStateManager(dir, f"{topic}-{partition}")
+        self._load(recovery_point, clean_shutdown)
+        self.log_end_offset = self.active_segment.read_next_offset()
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+        first_base = self.segments[0].base_offset
+        start = first_base if log_start_offset is None else max(log_start_offset, first_base)
+        self.log_start_offset = min(start, self.log_end_offset)
+        self._load_producer_state()
+
+    # ---- loading and recovery (Kafka's LogLoader) -----------------------------------
+
+    def _load(self, recovery_point: int, clean_shutdown: bool) -> None:
+        self._complete_swaps()
+        bases: set[int] = set()
+        for entry in os.listdir(self.dir):
+            path = self.dir / entry
+            if entry.endswith(DELETED_SUFFIX) or entry.endswith(".cleaned") or entry.endswith(".tmp"):
+                # Left by a deletion or cleaning that did not finish: Kafka removes these at load.
+                path.unlink(missing_ok=True)
+                continue
+            if entry.endswith(LOG_SUFFIX):
+                stem = entry[: -len(LOG_SUFFIX)]
+                if stem.isdigit():
+                    bases.add(int(stem))
+        for entry in os.listdir(self.dir):
+            # An index without its log is dropped, as Kafka does.
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                if entry.endswith(suffix) and entry[: -len(suffix)].isdigit() and int(entry[: -len(suffix)]) not in bases:
+                    (self.dir / entry).unlink(missing_ok=True)
+        ordered = sorted(bases)
+        for i, base in enumerate(ordered):
+            is_last = i == len(ordered) - 1
+            self._add_segment(self._open_segment(base, active=is_last))
+        if not self.segments:
+            self._add_segment(self._open_segment(0, active=True))
+            return
+        self._check_indexes()
+        if clean_shutdown:
+            # Nothing to recover after a clean stop, but the end of the active segment, where
+            # appends go, is checked (cheaply): a torn or damaged tail is recovered as after a crash.
+            problem = self.active_segment.tail_problem()
+            if problem is not None:
+                log.warning("%s-%d: %s; recovering the last segment", self.topic, self.partition, problem)
+                self._recover(self.active_segment.base_offset)
+        else:
+            self._recover(recovery_point)
+
+    # Index entries checked one by one at load (newest segments first), per partition: ~80 MiB
+    # of log at the default index.interval.bytes, a few ms. Older segments get the cheap
+    # check; any entry a read uses is checked then (LogSegment._indexed_position).
+    FULL_INDEX_CHECK_ENTRIES = 20_000
+
+    def _check_indexes(self) -> None:
+        """Rebuild the indexes of any segment whose indexes fail the sanity check (Kafka rebuilds
+        a corrupt index at load too): a damaged index never stops the start, nor misleads a read."""
+        last = self.segments[-1]
+        budget = self.FULL_INDEX_CHECK_ENTRIES
+        for seg in reversed(self.segments):
+            entries = seg.offset_index.entries + seg.time_index.entries
+            full = entries <= budget
+            if full:
+                budget -= entries
+            problem = seg.index_problem(full=full)
+            if problem is None and seg is not last and (seg.offset_index.padded or seg.time_index.padded):
+                # An older segment's indexes are trimmed when it is rolled: zeros past the entries
+                # mean a crash mid-roll or damage (an index zeroed out).
+                problem = "indexes of an inactive segment are not trimmed"
+            if problem is None:
+                continue
+            log.warning("%s-%d: %s; rebuilding the indexes of segment %d", self.topic, self.partition, problem, seg.base_offset)
+            truncated = seg.recover()
+            if truncated:
+                log.warning("%s-%d: cut %d invalid bytes off segment %d while rebuilding its indexes", self.topic, self.partition, truncated, seg.base_offset)
+            if seg is not last:
+                seg.offset_index.trim()
+                seg.time_index.trim()
+
+    def _complete_swaps(self) -> None:
+        """Finish a compaction swap that a crash interrupted (Kafka's LogLoader does the same).
+
+        A ``<base>.log.swap`` holds the cleaned replacement of every segment whose
+        base offset lies in its offset range: those are removed and the swap takes
+        the final name. (``.cleaned`` files, never swapped in, are dropped below.)
+        """
+        for entry in sorted(os.listdir(self.dir)):
+            if not entry.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                continue
+            stem = entry[: -len(LOG_SUFFIX + SWAP_SUFFIX)]
+            if not stem.isdigit():
+                continue
+            base = int(stem)
+            swap = LogSegment(self.dir, base, self.config.index_interval_bytes, self.config.segment_index_bytes, active=False, suffix=SWAP_SUFFIX)
+            swap.recover()
+            last = swap.read_next_offset() - 1
+            swap.close()
+            for other in os.listdir(self.dir):
+                name, _, ext = other.partition(".")
+                if name.isdigit() and base <= int(name) <= max(base, last) and not other.endswith(SWAP_SUFFIX) and not other.endswith(".snapshot") and not other.endswith(".tmp"):
+                    (self.dir / other).unlink(missing_ok=True)
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                src = self.dir / f"{stem}{suffix}{SWAP_SUFFIX}"
+                if src.exists():
+                    os.replace(src, self.dir / f"{stem}{suffix}")
+            log.warning("%s-%d: completed an interrupted compaction swap of segment %d (offsets up to %d)", self.topic, self.partition, base, last)
+        # Index .swap files whose log was already renamed: their old indexes went to
+        # .deleted, so they are the current ones (Kafka renames every .swap at load).
+        for entry in sorted(os.listdir(self.dir)):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                if entry.endswith(suffix + SWAP_SUFFIX):
+                    final = self.dir / entry[: -len(SWAP_SUFFIX)]
+                    if final.exists():
+                        (self.dir / entry).unlink(missing_ok=True)
+                    else:
+                        os.replace(self.dir / entry, final)
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
+        """Swap a cleaned segment (files ``.swap``) in for ``old``, under the log lock.
+
+        Order matters for crash safety: old files become ``.deleted`` first, then the
+        swap takes its final name; a crash in between is completed at load.
+        Raises ValueError (nothing changed) if ``old`` is no longer in the log.
+        """
+        with self.lock:
+            segments = self.segments
+            ids = {id(s) for s in old}
+            if not all(any(s is o for s in segments) for o in old):
+                raise ValueError("segments changed during cleaning")
+            first = next(i for i, s in enumerate(segments) if id(s) in ids)
+            kept = [s for s in segments if id(s) not in ids]
+            kept.insert(first, new)
+            for seg in old:
+                seg.change_suffix("", DELETED_SUFFIX)
+                seg.deleted = True
+                failpoints.hit("log.swap.after_delete_rename")
+            failpoints.hit("log.swap.before_final_rename")
+            new.change_suffix(SWAP_SUFFIX, "")
+            self._set_segments(kept)
+            self.retired_segments.extend(old)
+
+    def take_retired_segments(self) -> list[LogSegment]:
+        """Segments replaced by the cleaner, renamed ``.deleted``, for delayed deletion."""
+        with self.lock:
+            out, self.retired_segments = self.retired_segments, []
+            return out
+
+    def _load_producer_state(self) -> None:
+        """Newest snapshot at or below the log end, then replay the batch headers after it."""
+        psm = self.producer_state
+        psm.truncate_and_reload(self.segments[0].base_offset, self.log_end_offset)
+        # Newest snapshot first; a corrupt one is deleted and the next older one tried (Kafka's way).
+        start = None
+        while (candidate := psm.latest_snapshot_at_or_below(self.log_end_offset)) is not None:
+            if psm.load_snapshot(candidate):
+                start = candidate
+                break
+        if start is None:
+            start = self.segments[0].base_offset
+        if start >= self.log_end_offset:
+            return
+        replayed = 0
+        for seg in self.segments:
+            if seg.read_next_offset() <= start:
+                continue
+            _, pos = seg.offset_index.lookup(start)
+            for _, h in seg.iter_batches(pos):
+                if h.last_offset >= start and h.producer_id >= 0 and not h.is_control:
+                    psm.update(h, h.last_offset, h.max_timestamp)
+                    replayed += 1
+        if replayed:
+            log.info("%s-%d: rebuilt producer state from offset %d (%d idempotent batches)", self.topic, self.partition, start, replayed)
+
+    def _open_segment(self, base: int, active: bool) -> LogSegment:
+        prefix = f"{base:020d}"
+        had_indexes = (self.dir / (prefix + INDEX_SUFFIX)).exists() and (self.dir / (prefix + TIME_INDEX_SUFFIX)).exists()
+        seg = LogSegment(self.dir, base, self.config.index_interval_bytes, self.config.segment_index_bytes, active=active)
+        if not had_indexes and seg.size:
+            log.info("rebuilding missing indexes of %s segment %d", self.dir.name, base)
+            seg.recover()
+            if not active:
+                seg.offset_index.trim()
+                seg.time_index.trim()
+        return seg
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The current segments, oldest first (a snapshot: never mutated in place)."""
+        return self._view[0]
+
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        self._view = (segments, [s.base_offset for s in segments])
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        self._set_segments([*self.segments, seg])
+
+    def _recover(self, recovery_point: int) -> None:
+        """Recover every segment from the one holding the recovery point (unclean shutdown)."""
+        start = max(0, bisect.bisect_right(self._view[1], recovery_point) - 1)
+        for i in range(start, len(self.segments)):
+            seg = self.segments[i]
+            truncated = seg.recover()
+            if truncated:
+                log.warning(
+                    "recovery of %s-%d: truncated %d invalid bytes at the end of segment %d; removing %d later segments",
+                    self.topic, self.partition, truncated, seg.base_offset, len(self.segments) - i - 1,
+                )
+                for later in self.segments[i + 1 :]:
+                    later.close()
+                    for p in later.paths():
+                        p.unlink(missing_ok=True)
+                self._set_segments(self.segments[: i + 1])
+                break
+        # Only the last segment is active; older ones keep trimmed indexes.
+        for seg in self.segments[:-1]:
+            seg.offset_index.trim()
+            seg.time_index.trim()
+        if len(self.segments) > start:
+            log.info("recovered %s-%d from offset %d: log end offset %d", self.topic, self.partition, recovery_point, self.segments[-1].read_next_offset())
+
+    # ---- properties ------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log_end_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # ---- append ----------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytearray, headers: list[BatchHeader], now_ms: int | None = None) -> AppendInfo:
+        """Assign offsets to validated batches, then write them to the active segment.
+
+        ``records`` is modified in place (baseOffset, partitionLeaderEpoch and,
+        for LogAppendTime, maxTimestamp + attributes + CRC): per batch, never per record.
+        """
+        with self.lock:
+            return self._append(records, headers, int(time.time() * 1000) if now_ms is None else now_ms)
+
+    def _append(self, records: bytearray, headers: list[BatchHeader], now_ms: int) -> AppendInfo:
+        append_time = self.config.log_append_time
+        first = self.log_end_offset
+        psm = self.producer_state
+        offset = first
+        for h in headers:
+            if h.producer_id >= 0 and not h.is_control:
+                duplicate = psm.check(h, offset)
+                if duplicate is not None:
+                    # A retried batch: answer with where it was written, write nothing (Kafka does the same).
+                    return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1, self.log_start_offset)
+            offset += h.last_offset_delta + 1
+        offset = first
+        pos = 0
+        batches: list[AppendedBatch] = []
+        max_ts = -1
+        for h in headers:
+            _I64.pack_into(records, pos + BASE_OFFSET_POS, offset)
+            _I32.pack_into(records, pos + PARTITION_LEADER_EPOCH_POS, LEADER_EPOCH)
+            batch_max_ts = h.max_timestamp
+            if append_time:
+                _I16.pack_into(records, pos + ATTRIBUTES_POS, h.attributes | TIMESTAMP_TYPE_MASK)
+                _I64.pack_into(records, pos + MAX_TIMESTAMP_POS, now_ms)
+                _U32.pack_into(records, pos + CRC_POS, compute_crc(records, pos, h.size))
+                batch_max_ts = now_ms
+            last = offset + h.last_offset_delta
+            batches.append(AppendedBatch(pos, h.size, last, batch_max_ts))
+            max_ts = max(max_ts, batch_max_ts)
+            offset = last + 1
+            pos += h.size
+        seg = self._maybe_roll(len(records), max_ts, offset - 1, now_ms)
+        seg.append(records, batches)
+        self.log_end_offset = offset
+        for h, b in zip(headers, batches, strict=True):
+            if h.producer_id >= 0 and not h.is_control:
+                psm.update(h, b.last_offset, b.max_timestamp)
+        self.unflushed_messages += offset - first
+        needs_flush = self.unflushed_messages >= self.config.flush_messages
+        return AppendInfo(first, offset - 1, now_ms if append_time else -1, self.log_start_offset, needs_flush)
+
+    def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int) -> LogSegment:
+        seg = self.active_segment
+        if seg.should_roll(messages_size, max_timestamp, max_offset, self.config.segment_bytes, self.config.segment_ms - self._roll_jitter(), now_ms):
+            return self._roll()
+        return seg
+
+    def _roll_jitter(self) -> int:
+        return 0 if self.config.segment_jitter_ms <= 0 else hash((self.topic, self.partition)) % self.config.segment_jitter_ms
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset."""
+        with self.lock:
+            return self._roll()
+
+    def _roll(self) -> LogSegment:
+        old = self.active_segment
+        new_base = self.log_end_offset
+        if old.base_offset == new_base and old.size == 0:
+            return old
+        old.on_become_inactive()
+        failpoints.hit("log.roll.after_trim")
+        try:
+            self.producer_state.take_snapshot(new_base)
+        except OSError as e:
+            # The snapshot only saves replay work at the next start: go on without it.
+            log.warning("%s-%d: cannot write producer snapshot at %d (%s); state is rebuilt from the log if needed", self.topic, self.partition, new_base, e.strerror or e)
+            tmp = snapshot_path(self.dir, new_base)
+            for p in (tmp, tmp.with_name(tmp.name + ".tmp")):
+                p.unlink(missing_ok=True)
+        failpoints.hit("log.roll.after_snapshot")
+        try:
+            new = self._open_segment(new_base, active=True)
+        except OSError as e:
+            # No half-made segment may stay behind: at the next start it would hide the
+            # offsets still appended to the old one, which stays the active segment.
+            old.active = True
+            prefix = self.dir / f"{new_base:020d}"
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                try:
+                    prefix.with_name(prefix.name + suffix).unlink(missing_ok=True)
+                except OSError:
+                    pass
+            raise StorageError(f"cannot roll {self.topic}-{self.partition} to a new segment at {new_base}: {e.strerror or e}", e.errno) from e
+        self._add_segment(new)
+        log.info("rolled %s-%d: new segment %020d (previous %d bytes)", self.topic, self.partition, new_base, old.size)
+        return new
+
+    # ---- read ------------------------------------------------------------------------
+
+    def read(self, fetch_offset: int, max_bytes: int, min_one_message: bool) -> FileSlice | None:
+        """Data from ``fetch_offset`` up to the high watermark; raises OffsetOutOfRangeError."""
+        if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {fetch_offset} is outside [{self.log_start_offset}, {self.log_end_offset}] for {self.topic}-{self.partition}"
+            )
+        if fetch_offset == self.log_end_offset:
+            return None
+        segments, bases = self._view
+        i = bisect.bisect_right(bases, fetch_offset) - 1
+        while 0 <= i < len(segments):
+            data = segments[i].read(fetch_offset, max_bytes, None, min_one_message)
+            if data is not None:
+                return data
+            i += 1
+        return None
+
+    def segment_for(self, offset: int) -> LogSegment:
+        segments, bases = self._view
+        return segments[max(0, bisect.bisect_right(bases, offset) - 1)]
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, BatchHeader, LogSegment, int] | None:
+        """First batch (from the log start) with max timestamp >= ``timestamp``: (pos, header, segment, start)."""
+        for seg in self.segments:
+            if seg.largest_timestamp() < timestamp and seg is not self.active_segment:
+                continue
+            if seg.base_offset + 0 < self.log_start_offset and seg.read_next_offset() <= self.log_start_offset:
+                continue
+            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                pos, h = found
+                return pos, h, seg, self.log_start_offset
+        return None
+
+    # ---- log start offset and retention ----------------------------------------------
+
+    def maybe_increment_log_start_offset(self, new_offset: int) -> bool:
+        """Raise the log start offset (DeleteRecords); never lowers it. Raises
+        OffsetOutOfRangeError above the high watermark, as Kafka does."""
+        with self.lock:
+            if new_offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"Cannot increment the log start offset to {new_offset} of partition {self.topic}-{self.partition} "
+                    f"since it is larger than the high watermark {self.high_watermark}"
+                )
+            if new_offset <= self.log_start_offset:
+                return False
+            log.info("%s-%d: log start offset %d -> %d (DeleteRecords)", self.topic, self.partition, self.log_start_offset, new_offset)
+            self.log_start_offset = new_offset
+            return True
+
+    def delete_old_segments(self, now_ms: int) -> list[LogSegment]:
+        """Apply retention (time, size, log start offset); returns the segments removed
+        from the log, already renamed ``.deleted``, for the caller to delete later."""
+        removed: list[LogSegment] = []
+        with self.lock:
+            # Each check sees the log as the previous one left it (sizes, start offset).
+            checks: list[tuple[str, Callable[[], retention.Predicate | None]]] = []
+            if self.config.delete:
+                checks.append(("retention.ms", lambda: retention.retention_ms_predicate(self.config.retention_ms, now_ms)))
+                checks.append(("retention.bytes", lambda: retention.retention_size_predicate(self.config.retention_bytes, self.size_in_bytes)))
+            checks.append(("log start offset", lambda: retention.log_start_offset_predicate(self.log_start_offset)))
+            for reason, make_predicate in checks:
+                predicate = make_predicate()
+                if predicate is None:
+                    continue
+                n = retention.deletable_prefix(self.segments, predicate, self.high_watermark, self.log_end_offset)
+                if n:
+                    removed += self._delete_segments(n, reason)
+        return removed
+
+    def _delete_segments(self, n: int, reason: str) -> list[LogSegment]:
+        segments = self.segments
+        if n == len(segments):
+            # Every segment is expired: roll first, the log always keeps one segment.
+            self._roll()
+            segments = self.segments
+            if segments[n - 1] is self.active_segment:
+                n -= 1
+        doomed, kept = segments[:n], segments[n:]
+        self._set_segments(kept)
+        for seg in doomed:
+            seg.change_suffix("", DELETED_SUFFIX)
+            seg.deleted = True
+            failpoints.hit("log.retention.after_rename")
+        if kept[0].base_offset > self.log_start_offset:
+            self.log_start_offset = kept[0].base_offset
+        self.producer_state.delete_snapshots_below(kept[0].base_offset)
+        log.info(
+            "%s-%d: deleting %d segment(s) %s by %s; log start offset now %d",
+            self.topic, self.partition, len(doomed), [s.base_offset for s in doomed], reason, self.log_start_offset,
+        )
+        return doomed
+
+    # ---- durability ------------------------------------------------------------------
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync segments holding offsets below ``up_to`` (default: the log end) and
+        advance the recovery point to it. Blocking: the server calls it off the loop."""
+        end = self.log_end_offset if up_to is None else up_to
+        if end <= self.recovery_point:
+            return
+        for seg in list(self.segments):
+            if seg.base_offset >= end:
+                break
+            if seg.read_next_offset() > self.recovery_point:
+                seg.flush()
+        self.recovery_point = end
+        if up_to is None:
+            self.unflushed_messages = 0
+            self.last_flush_ms = int(time.time() * 1000)
+
+    @property
+    def rolled_unflushed(self) -> bool:
+        """Kafka flushes a segment once it is rolled; true while that is pending."""
+        return self.recovery_point < self.active_segment.base_offset
+
+    def close(self, *, trim: bool = True) -> None:
+        """Close files; a clean close (``trim``) also snapshots producer state at the log end."""
+        if trim:
+            self.producer_state.take_snapshot(self.log_end_offset, sync=True)
+            seg = self.active_segment
+            if seg.max_timestamp_so_far >= 0:
+                seg.time_index.maybe_append(seg.max_timestamp_so_far, seg.offset_of_max_timestamp, skip_full_check=True)
+            seg.offset_index.trim()
+            seg.time_index.trim()
+        for seg in self.segments:
+            seg.close()
+
+    def delete_all(self) -> None:
+        """Close and remove this log's directory (topic deletion)."""
+        for seg in self.segments:
+            seg.close()
+        shutil.rmtree(self.dir, ignore_errors=True)

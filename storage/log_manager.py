@@ -1,0 +1,617 @@
+"""LogManager: the data directory, every partition's Log, checkpoints and shutdown.
+
+The directory is laid out as Kafka lays out one ``log.dirs`` entry, so Kafka's
+tools read it: ``meta.properties``, offset checkpoints, ``.kafka_cleanshutdown``,
+and one ``<topic>-<partition>`` directory per partition holding segments and
+``partition.metadata``. Topic config overrides, which Kafka keeps in its KRaft
+metadata log, are kept in ``sidecar-topics.json`` beside them.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import checkpoint, failpoints
+from .cleaner import LogCleaner
+from .log import Log, parse_partition_dir
+from .log_config import ConfigError, LogConfig, dynamic_log_defaults, validate_topic_configs
+from .log_segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+META_PROPERTIES = "meta.properties"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+PARTITION_METADATA = "partition.metadata"
+TOPICS_FILE = "sidecar-topics.json"
+BROKER_CONFIGS_FILE = "sidecar-broker-configs.json"
+LOCK_FILE = ".lock"
+PRODUCER_ID_FILE = "sidecar-producer-id"
+DELETE_DIR_SUFFIX = "-delete"
+# Kafka's own internal dirs that a sidecar never serves.
+IGNORED_DIRS = {"__cluster_metadata-0"}
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+class DataDirError(Exception):
+    """The data directory cannot be used (missing permission, locked by another process...)."""
+
+
+class InvalidTopicError(ValueError):
+    pass
+
+
+def kafka_uuid_str(u: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def parse_kafka_uuid(s: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
+
+
+def new_kafka_uuid() -> uuid.UUID:
+    """A random Uuid whose string form does not start with '-' (as Kafka requires)."""
+    while True:
+        u = uuid.uuid4()
+        if not kafka_uuid_str(u).startswith("-") and u.int != 0:
+            return u
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka 4's Topic.validate, with its messages."""
+    if not name:
+        raise InvalidTopicError("Topic name is invalid: the empty string is not allowed")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"Topic name is invalid: '{name}' is not allowed")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"Topic name is invalid: the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME_LENGTH}"
+        )
+    if not _LEGAL_TOPIC.match(name):
+        raise InvalidTopicError(
+            f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+@dataclass
+class CleanerConfig:
+    """The ``log.cleaner.*`` broker settings (Kafka's defaults)."""
+
+    enabled: bool = True
+    threads: int = 1
+    backoff_ms: int = 15000
+    dedupe_buffer_size: int = 134217728
+    io_buffer_load_factor: float = 0.9
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, Any] = field(default_factory=dict)
+
+
+class LogManager:
+    def __init__(self, data_dir: Path, broker_log_defaults: dict[str, Any] | None = None, cleaner_config: CleanerConfig | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.cleaner_config = cleaner_config or CleanerConfig()
+        self.cleaner: LogCleaner | None = None
+        self.broker_log_defaults = dict(broker_log_defaults or {})
+        # Dynamic broker configs (AlterConfigs on BROKER resources), raw values by scope: "" the
+        # cluster-wide defaults, "<node id>" this broker's; kept in sidecar-broker-configs.json.
+        # The log defaults in effect are the static ones overlaid by what these imply.
+        self.static_log_defaults = dict(self.broker_log_defaults)
+        self.dynamic_broker_configs: dict[str, dict[str, str]] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
+        self.logs: dict[tuple[str, int], Log] = {}
+        self.cluster_id = ""
+        self.directory_id = ""
+        self._lock_fd: int | None = None
+        self._lock = threading.RLock()  # guards the logs/topics maps against background threads
+        self.had_clean_shutdown = False
+        # Segments renamed .deleted, waiting for file.delete.delay.ms: (due ms, segment).
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+
+    # ---- start-up ------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Lock the directory, read or write meta.properties, load every log."""
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise DataDirError(f"cannot use data dir {self.data_dir}: {e.strerror}") from None
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise DataDirError(f"data dir {self.data_dir} is in use by another process (lock held on {LOCK_FILE})") from None
+        if not os.access(self.data_dir, os.W_OK):
+            raise DataDirError(f"data dir {self.data_dir} is not writable")
+        self._load_meta_properties()
+        self._load_broker_dynamic_configs()
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        self.had_clean_shutdown = marker.exists()
+        fresh = not any(p.is_dir() for p in self.data_dir.iterdir())
+        recovery_points = checkpoint.read_offsets(self.data_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = checkpoint.read_offsets(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
+        stored = self._read_topics_file()
+        started = time.monotonic()
+        for entry in sorted(os.listdir(self.data_dir)):
+            path = self.data_dir / entry
+            if not path.is_dir() or entry in IGNORED_DIRS:
+                continue
+            if entry.endswith(DELETE_DIR_SUFFIX):
+                log.info("removing %s left by an unfinished topic deletion", entry)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            tp = parse_partition_dir(entry)
+            if tp is None:
+                continue
+            topic, partition = tp
+            info = self.topics.get(topic)
+            if info is None:
+                saved = stored.get(topic, {})
+                topic_id = self._resolve_topic_id(topic, saved.get("topic_id"))
+                info = TopicInfo(topic, topic_id, 0, dict(saved.get("configs", {})))
+                self.topics[topic] = info
+                self.topics_by_id[topic_id] = info
+            info.partitions = max(info.partitions, partition + 1)
+            self.logs[tp] = Log(
+                path, topic, partition, self.log_config(info),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp),
+                clean_shutdown=self.had_clean_shutdown,
+            )
+            self._check_partition_metadata(path, info.topic_id)
+        # Partitions whose directory vanished stay declared by the topics file.
+        for name, saved in stored.items():
+            info = self.topics.get(name)
+            if info is not None:
+                for p in range(info.partitions, int(saved.get("partitions", 0))):
+                    self._create_log(info, p)
+                info.partitions = max(info.partitions, int(saved.get("partitions", 0)))
+        marker.unlink(missing_ok=True)
+        cc = self.cleaner_config
+        self.cleaner = LogCleaner(
+            self.data_dir, self.all_logs, threads=cc.threads, dedupe_buffer_size=cc.dedupe_buffer_size,
+            io_buffer_load_factor=cc.io_buffer_load_factor, backoff_ms=cc.backoff_ms, enabled=cc.enabled,
+        )
+        self.cleaner.start()
+        log.info(
+            "loaded %d partitions of %d topics from %s in %.0f ms (%s)",
+            len(self.logs), len(self.topics), self.data_dir, (time.monotonic() - started) * 1000,
+            "new data dir" if fresh else "clean shutdown" if self.had_clean_shutdown else "unclean shutdown: recovered from recovery points",
+        )
+        self._write_topics_file()
+
+    def _load_meta_properties(self) -> None:
+        path = self.data_dir / META_PROPERTIES
+        props: dict[str, str] = {}
+        try:
+            text = path.read_text() if path.exists() else ""
+        except (OSError, ValueError) as e:
+            log.warning("ignoring unreadable %s (%s): a new cluster id is written", path, e)
+            text = ""
+        if text:
+            for line in text.splitlines():
+                if line.strip() and not line.startswith("#") and "=" in line:
+                    k, v = line.split("=", 1)
+                    props[k.strip()] = v.strip()
+        if "cluster.id" not in props:
+            props = {
+                "node.id": "1",
+                "directory.id": kafka_uuid_str(new_kafka_uuid()),
+                "version": "1",
+                "cluster.id": kafka_uuid_str(new_kafka_uuid()),
+            }
+            text = f"#\n#{time.strftime('%a %b %d %H:%M:%S UTC %Y', time.gmtime())}\n" + "".join(f"{k}={v}\n" for k, v in props.items())
+            checkpoint.atomic_write(path, text.encode())
+        self.cluster_id = props["cluster.id"]
+        self.directory_id = props.get("directory.id", "")
+
+    # sidecar-topics.json carries a CRC-32 of its topics (so a flipped bit that still parses is
+    # caught) and has a copy, sidecar-topics.json.bak, written after it: if one is damaged the
+    # other is used; if both are, the damaged file is kept aside and configs fall back to defaults.
+
+    @staticmethod
+    def _topics_checksum(topics: Any) -> int:
+        return zlib.crc32(json.dumps(topics, sort_keys=True, separators=(",", ":")).encode())
+
+    @classmethod
+    def _parse_topics_file(cls, text: str) -> dict[str, dict[str, Any]]:
+        """The topics of a topics file, each checked; ValueError if the file is damaged."""
+        data = json.loads(text)
+        if not isinstance(data, dict) or not isinstance(data.get("topics", {}), dict):
+            raise ValueError("not a topics file")
+        topics = data.get("topics", {})
+        if "crc32" in data and data["crc32"] != cls._topics_checksum(topics):
+            raise ValueError("checksum mismatch")
+        out: dict[str, dict[str, Any]] = {}
+        for name, saved in topics.items():
+            if not isinstance(saved, dict) or not isinstance(saved.get("configs", {}), dict):
+                raise ValueError(f"bad entry for topic {name!r}")
+            partitions = saved.get("partitions", 0)
+            if not isinstance(partitions, int) or partitions < 0:
+                raise ValueError(f"bad partition count for topic {name!r}")
+            configs: dict[str, Any] = {}
+            for key, value in saved.get("configs", {}).items():
+                try:
+                    configs.update(validate_topic_configs({key: str(value).lower() if isinstance(value, bool) else str(value)}))
+                except ConfigError as e:
+                    log.warning("topic %s: dropping stored config %s (%s)", name, key, e)
+            topic_id = saved.get("topic_id")
+            out[name] = {"topic_id": topic_id if isinstance(topic_id, str) else None, "partitions": partitions, "configs": configs}
+        return out
+
+    def _read_topics_file(self) -> dict[str, dict[str, Any]]:
+        path = self.data_dir / TOPICS_FILE
+        backup = path.with_name(path.name + ".bak")
+        problems = []
+        for i, candidate in enumerate((path, backup)):
+            try:
+                topics = self._parse_topics_file(candidate.read_text())
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError) as e:
+                problems.append(f"{candidate.name}: {e}")
+                continue
+            if problems:
+                log.warning("%s is damaged (%s): topic configs restored from %s", path.name, problems[0], candidate.name)
+            elif i == 1:
+                log.warning("%s is missing: topic configs restored from %s", path.name, candidate.name)
+            return topics
+        if problems:
+            kept = path.with_name(path.name + ".damaged")
+            try:
+                os.replace(path, kept)
+            except OSError:
+                kept = path
+            log.warning("ignoring unreadable topics file (%s); kept as %s: topic configs fall back to defaults", "; ".join(problems), kept.name)
+        return {}
+
+    def _write_topics_file(self) -> None:
+        topics = {
+            t.name: {"topic_id": kafka_uuid_str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
+            for t in self.topics.values()
+        }
+        data = {"version": 1, "topics": topics, "crc32": self._topics_checksum(topics)}
+        text = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+        checkpoint.atomic_write(self.data_dir / TOPICS_FILE, text)
+        try:
+            # The copy needs no fsync: after a power loss a torn copy fails its checksum.
+            checkpoint.atomic_write(self.data_dir / (TOPICS_FILE + ".bak"), text, sync=False)
+        except OSError as e:
+            log.warning("cannot write %s.bak: %s", TOPICS_FILE, e)
+
+    def _resolve_topic_id(self, topic: str, saved_id: str | None) -> uuid.UUID:
+        """The topic's id: from the topics file, else the first readable partition.metadata, else new."""
+        if saved_id:
+            try:
+                return parse_kafka_uuid(saved_id)
+            except ValueError:
+                pass
+        for entry in sorted(os.listdir(self.data_dir)):
+            tp = parse_partition_dir(entry)
+            if tp is not None and tp[0] == topic:
+                found = self._read_partition_metadata(self.data_dir / entry)
+                if found is not None:
+                    return found
+        return new_kafka_uuid()
+
+    def _check_partition_metadata(self, path: Path, topic_id: uuid.UUID) -> None:
+        """Write partition.metadata if it is missing, unreadable or names another topic id."""
+        found = self._read_partition_metadata(path)
+        if found == topic_id:
+            return
+        if (path / PARTITION_METADATA).exists():
+            log.warning(
+                "%s/%s %s: rewritten with topic id %s", path.name, PARTITION_METADATA,
+                "is unreadable" if found is None else f"names topic id {kafka_uuid_str(found)}", kafka_uuid_str(topic_id),
+            )
+        self._write_partition_metadata(path, topic_id)
+
+    @staticmethod
+    def _read_partition_metadata(path: Path) -> uuid.UUID | None:
+        try:
+            lines = (path / PARTITION_METADATA).read_text().splitlines()
+            if not lines or lines[0].strip() != "version: 0":
+                return None
+            for line in lines:
+                if line.startswith("topic_id:"):
+                    text = line.split(":", 1)[1].strip()
+                    u = parse_kafka_uuid(text)
+                    # A damaged id may still decode: it must read back exactly.
+                    return u if kafka_uuid_str(u) == text and u.int != 0 else None
+        except (OSError, ValueError):
+            return None
+        return None
+
+    @staticmethod
+    def _write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
+        checkpoint.atomic_write(path / PARTITION_METADATA, f"version: 0\ntopic_id: {kafka_uuid_str(topic_id)}".encode())
+
+    # ---- topics --------------------------------------------------------------------
+
+    def log_config(self, info: TopicInfo) -> LogConfig:
+        return LogConfig(self.broker_log_defaults, info.configs)
+
+    def all_logs(self) -> list[Log]:
+        with self._lock:
+            return list(self.logs.values())
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, Any] | None = None) -> TopicInfo:
+        with self._lock:
+            if name in self.topics:
+                raise FileExistsError(name)
+            info = TopicInfo(name, new_kafka_uuid(), partitions, dict(configs or {}))
+            for p in range(partitions):
+                self._create_log(info, p)
+            self.topics[name] = info
+            self.topics_by_id[info.topic_id] = info
+            self._write_topics_file()
+            log.info("created topic %s with %d partitions, configs %s", name, partitions, info.configs or "{}")
+            return info
+
+    def _create_log(self, info: TopicInfo, partition: int) -> Log:
+        path = self.data_dir / f"{info.name}-{partition}"
+        path.mkdir(parents=True, exist_ok=True)
+        self._write_partition_metadata(path, info.topic_id)
+        lg = Log(path, info.name, partition, self.log_config(info))
+        self.logs[(info.name, partition)] = lg
+        return lg
+
+    def add_partitions(self, name: str, count: int) -> TopicInfo:
+        """Grow topic ``name`` to ``count`` partitions (CreatePartitions): the new partitions'
+        logs are created empty, then the new count is kept in the topics file."""
+        with self._lock:
+            info = self.topics[name]
+            if count <= info.partitions:
+                raise ValueError(f"topic {name} has {info.partitions} partitions; {count} is not an increase")
+            before = info.partitions
+            for p in range(before, count):
+                self._create_log(info, p)
+            info.partitions = count
+            self._write_topics_file()
+            log.info("topic %s grew from %d to %d partitions", name, before, count)
+            return info
+
+    def delete_topic(self, name: str) -> list[Path]:
+        """Detach a topic and rename its dirs ``<dir>.<uuid>-delete``; returns them for removal."""
+        with self._lock:
+            info = self.topics.pop(name)
+            self.topics_by_id.pop(info.topic_id, None)
+            renamed: list[Path] = []
+            for p in range(info.partitions):
+                if self.cleaner is not None:
+                    # Kafka aborts and pauses cleaning of a partition being deleted.
+                    self.cleaner.manager.abort_and_pause(name, p)
+                lg = self.logs.pop((name, p), None)
+                if self.cleaner is not None:
+                    self.cleaner.manager.remove(name, p)
+                    self.cleaner.manager.resume(name, p)
+                if lg is None:
+                    continue
+                lg.close(trim=False)
+                target = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+                os.rename(lg.dir, target)
+                renamed.append(target)
+            self._write_topics_file()
+            log.info("deleted topic %s (%d partition dirs renamed for removal)", name, len(renamed))
+            return renamed
+
+    @staticmethod
+    def remove_dirs(paths: list[Path]) -> None:
+        for p in paths:
+            shutil.rmtree(p, ignore_errors=True)
+
+    def allocate_producer_id(self) -> int:
+        """Next producer id, persisted before it is handed out so a restart never reuses it."""
+        with self._lock:
+            path = self.data_dir / PRODUCER_ID_FILE
+            try:
+                next_id = int(path.read_text().strip())
+            except FileNotFoundError:
+                next_id = 0
+            except (OSError, ValueError) as e:
+                log.warning("ignoring unreadable %s (%s): next producer id recomputed from the logs", path, e)
+                next_id = 0
+            # Never hand out an id some log already holds state for (a damaged or lost file).
+            known = max((pid for lg in self.logs.values() for pid in lg.producer_state.producers), default=-1)
+            if next_id <= known:
+                if path.exists():
+                    log.warning("%s says %d but producer id %d is in use: continuing from %d", path.name, next_id, known, known + 1)
+                next_id = known + 1
+            checkpoint.atomic_write(path, f"{next_id + 1}\n".encode())
+            return next_id
+
+    # ---- dynamic configs (DescribeConfigs / AlterConfigs / IncrementalAlterConfigs) ----------
+
+    def alter_topic_configs(self, topic: str, configs: dict[str, Any]) -> TopicInfo:
+        """Replace a topic's config overrides (parsed values): kept in sidecar-topics.json, and in
+        effect at once in every partition's log (later appends, rolls, retention checks)."""
+        with self._lock:
+            info = self.topics[topic]
+            info.configs = dict(configs)
+            self._write_topics_file()
+            self._reconfigure_logs(topic)
+            log.info("topic %s configs are now %s", topic, info.configs or "{}")
+            return info
+
+    def broker_dynamic_configs(self, scope: str) -> dict[str, str]:
+        """The dynamic broker configs of ``scope`` ("" = cluster-wide defaults, else a node id)."""
+        with self._lock:
+            return dict(self.dynamic_broker_configs.get(scope, {}))
+
+    def set_broker_dynamic_configs(self, scope: str, configs: dict[str, str]) -> None:
+        """Replace the dynamic broker configs of ``scope``, persist them, and apply the topic
+        defaults they imply (``log.retention.ms`` -> ``retention.ms`` ...) to every log at once."""
+        with self._lock:
+            if configs:
+                self.dynamic_broker_configs[scope] = dict(configs)
+            else:
+                self.dynamic_broker_configs.pop(scope, None)
+            data = {"version": 1, "scopes": self.dynamic_broker_configs}
+            checkpoint.atomic_write(self.data_dir / BROKER_CONFIGS_FILE, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+            self._refresh_log_defaults()
+            self._reconfigure_logs()
+            log.info("dynamic broker configs (%s) are now %s", scope or "cluster default", configs or "{}")
+
+    def _load_broker_dynamic_configs(self) -> None:
+        path = self.data_dir / BROKER_CONFIGS_FILE
+        try:
+            scopes = json.loads(path.read_text())["scopes"]
+            self.dynamic_broker_configs = {str(s): {str(k): str(v) for k, v in c.items()} for s, c in scopes.items() if c}
+        except FileNotFoundError:
+            return
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            log.warning("ignoring unreadable %s: %s (dynamic broker configs fall back to static ones)", path, e)
+            return
+        self._refresh_log_defaults()
+
+    def _refresh_log_defaults(self) -> None:
+        per_broker = [c for s, c in sorted(self.dynamic_broker_configs.items()) if s != ""]
+        layers = [*per_broker, self.dynamic_broker_configs.get("", {})]
+        self.broker_log_defaults = {**self.static_log_defaults, **dynamic_log_defaults(layers)}
+
+    def _reconfigure_logs(self, topic: str | None = None) -> None:
+        """Give the logs of ``topic`` (or all) a LogConfig built from the current settings."""
+        for (name, _partition), lg in list(self.logs.items()):
+            info = self.topics.get(name)
+            if info is not None and (topic is None or name == topic):
+                lg.config = self.log_config(info)
+
+    # ---- retention ---------------------------------------------------------------------
+
+    def cleanup_logs(self, now_ms: int | None = None) -> int:
+        """One retention pass over every log (Kafka's kafka-log-retention task);
+        returns the number of segments scheduled for deletion."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        with self._lock:
+            logs = list(self.logs.values())
+        count = 0
+        for lg in logs:
+            removed = lg.delete_old_segments(now_ms)
+            if removed:
+                count += len(removed)
+                due = now_ms + lg.config.file_delete_delay_ms
+                with self._lock:
+                    self._pending_deletes += [(due, seg) for seg in removed]
+        if count:
+            self.checkpoint_log_start_offsets()
+        self.delete_due_segments(now_ms)
+        return count
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget idempotent producers idle for ``producer.id.expiration.ms``."""
+        with self._lock:
+            logs = list(self.logs.values())
+        removed = 0
+        for lg in logs:
+            with lg.lock:
+                removed += lg.producer_state.remove_expired(now_ms, expiration_ms)
+        return removed
+
+    def delete_due_segments(self, now_ms: int | None = None) -> int:
+        """Close and remove ``.deleted`` segments whose file.delete.delay.ms has passed
+        (those from retention, and those the cleaner replaced)."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        with self._lock:
+            for lg in self.logs.values():
+                if lg.retired_segments:
+                    due_at = now_ms + lg.config.file_delete_delay_ms
+                    self._pending_deletes += [(due_at, seg) for seg in lg.take_retired_segments()]
+            due = [seg for t, seg in self._pending_deletes if t <= now_ms]
+            self._pending_deletes = [(t, seg) for t, seg in self._pending_deletes if t > now_ms]
+        for seg in due:
+            seg.close()
+            for p in seg.paths():
+                p.unlink(missing_ok=True)
+                failpoints.hit("manager.delete_due.between_files")
+            log.info("deleted segment files of %s at base offset %d", seg.dir.name, seg.base_offset)
+        return len(due)
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords for one partition: raise its log start offset (``-1`` = the
+        high watermark), checkpoint it, and return the new low watermark."""
+        lg = self.logs[(topic, partition)]
+        target = lg.high_watermark if offset == -1 else offset
+        if lg.maybe_increment_log_start_offset(target):
+            self.checkpoint_log_start_offsets()
+        return lg.log_start_offset
+
+    # ---- checkpoints and shutdown -------------------------------------------------------
+
+    # Each checkpoint file is read and written under the manager lock, so two writers
+    # (periodic task, DeleteRecords, retention) never race on its .tmp file and the
+    # last write always holds the newest offsets.
+
+    def checkpoint_recovery_points(self) -> None:
+        with self._lock:
+            offsets = {tp: lg.recovery_point for tp, lg in self.logs.items()}
+            checkpoint.write_offsets(self.data_dir / RECOVERY_POINT_CHECKPOINT, offsets)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        with self._lock:
+            offsets = {tp: lg.log_start_offset for tp, lg in self.logs.items() if lg.log_start_offset > lg.segments[0].base_offset}
+            checkpoint.write_offsets(self.data_dir / LOG_START_OFFSET_CHECKPOINT, offsets)
+
+    def flush_dirty_logs(self, now_ms: int) -> None:
+        """Flush rolled segments (as Kafka does after a roll) and logs whose ``flush.ms`` has passed."""
+        with self._lock:
+            logs = list(self.logs.values())
+        for lg in logs:
+            if lg.recovery_point < lg.log_end_offset and now_ms - lg.last_flush_ms >= lg.config.flush_ms:
+                lg.flush()
+            elif lg.rolled_unflushed:
+                lg.flush(lg.active_segment.base_offset)
+
+    def shutdown(self) -> None:
+        """Stop the cleaner, flush, close, write checkpoints and the clean-shutdown marker."""
+        if self.cleaner is not None:
+            self.cleaner.stop()
+        with self._lock:
+            for lg in self.logs.values():
+                self._pending_deletes += [(0, seg) for seg in lg.take_retired_segments()]
+            for lg in self.logs.values():
+                lg.flush()
+            self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
+            for lg in self.logs.values():
+                lg.close()
+            self.logs.clear()
+            # Segments already renamed .deleted: remove them now (a restart would too).
+            for _, seg in self._pending_deletes:
+                seg.close()
+                for p in seg.paths():
+                    p.unlink(missing_ok=True)
+            self._pending_deletes.clear()
+            checkpoint.atomic_write(
+                self.data_dir / CLEAN_SHUTDOWN_FILE,
+                json.dumps({"version": 0, "brokerEpoch": int(time.time())}, separators=(",", ":")).encode(),
+            )
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+        log.info("log manager shut down cleanly")

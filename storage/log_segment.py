@@ -1,0 +1,513 @@
+"""LogSegment: one ``.log`` file with its ``.index`` and ``.timeindex``.
+
+Appends write whole batches (already offset-assigned) with one ``os.write``;
+index entries are added per batch, never per record, with Kafka's rule: an
+offset index entry (batch last offset, batch position) whenever more than
+``index.interval.bytes`` were appended since the previous entry, and a time
+index entry (max timestamp so far, offset of its batch) at the same moments.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafka_sidecar.protocol.record_batch import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    compute_crc,
+    read_header,
+)
+
+from . import failpoints
+from .index import OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+
+class StorageError(Exception):
+    """A write to the log failed (disk full, read-only file system, I/O error).
+
+    Nothing of the failed append stays in the segment: what was written is cut
+    off again, so the log is as it was before (Kafka answers KAFKA_STORAGE_ERROR).
+    """
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """os.write until every byte is written (a write may be short, e.g. when the disk fills)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(28, "short write")
+        view = view[n:]
+
+
+def filename_prefix(offset: int) -> str:
+    """Kafka's 20-digit zero-padded segment name."""
+    return f"{offset:020d}"
+
+
+@dataclass
+class AppendedBatch:
+    """Where a batch goes, from its header: what the indexes need."""
+
+    position: int  # relative to the start of the appended bytes
+    size: int
+    last_offset: int
+    max_timestamp: int
+
+
+@dataclass
+class FileSlice:
+    """A byte range of a segment file, for sendfile or pread."""
+
+    fd: int
+    path: Path
+    position: int
+    size: int
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, self.size, self.position)
+
+
+class LogSegment:
+    def __init__(
+        self,
+        dir: Path,
+        base_offset: int,
+        index_interval_bytes: int,
+        max_index_size: int,
+        *,
+        active: bool,
+        suffix: str = "",
+    ) -> None:
+        self.dir = dir
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        prefix = filename_prefix(base_offset)
+        self.log_path = dir / (prefix + LOG_SUFFIX + suffix)
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.offset_index = OffsetIndex(dir / (prefix + INDEX_SUFFIX + suffix), base_offset, max_index_size, active)
+        self.time_index = TimeIndex(dir / (prefix + TIME_INDEX_SUFFIX + suffix), base_offset, max_index_size, active)
+        self.created_ms = int(time.time() * 1000)
+        self.bytes_since_last_index_entry = 0
+        self.max_timestamp_so_far, self.offset_of_max_timestamp = self.time_index.last_entry
+        self.rolling_based_timestamp: int | None = None
+        self.next_offset_hint: int | None = None  # next offset after the last batch, once known
+        self.deleted = False
+        self.active = active  # its indexes are preallocated (trimmed once it becomes inactive)
+        # Bytes past ``size`` that a failed append could not cut off (read-only disk): cut before the next write.
+        self._dirty_tail = False
+        self._index_warned = False
+
+    # ---- appending ----------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview, batches: list[AppendedBatch]) -> None:
+        """Append offset-assigned batches (``data``) and index them.
+
+        All or nothing: if a write fails (disk full, read-only file system) the
+        bytes already written and the new index entries are removed again and
+        StorageError is raised, leaving the segment as it was.
+        """
+        if not batches:
+            return
+        base_pos = self.size
+        saved = (self.max_timestamp_so_far, self.offset_of_max_timestamp, self.bytes_since_last_index_entry,
+                 self.rolling_based_timestamp, self.offset_index.entries, self.time_index.entries)
+        try:
+            if self._dirty_tail:
+                os.ftruncate(self.fd, base_pos)
+                self._dirty_tail = False
+            if failpoints.due("segment.append.torn"):
+                os.write(self.fd, memoryview(data)[: max(1, len(data) // 2)])
+                failpoints.die()
+            _write_all(self.fd, data)
+            failpoints.hit("segment.append.before_index")
+            if base_pos == 0:
+                self.rolling_based_timestamp = batches[0].max_timestamp
+            for b in batches:
+                if b.max_timestamp > self.max_timestamp_so_far:
+                    self.max_timestamp_so_far = b.max_timestamp
+                    self.offset_of_max_timestamp = b.last_offset
+                if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                    self.offset_index.append(b.last_offset, base_pos + b.position)
+                    self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+                    self.bytes_since_last_index_entry = 0
+                self.bytes_since_last_index_entry += b.size
+        except OSError as e:
+            self._undo_append(base_pos, saved)
+            raise StorageError(f"cannot append {len(data)} bytes to {self.log_path}: {e.strerror or e}", e.errno) from e
+        self.size += len(data)
+        self.next_offset_hint = batches[-1].last_offset + 1
+
+    def _undo_append(self, size: int, saved: tuple[int, int, int, int | None, int, int]) -> None:
+        """Put the segment back as it was before a failed append."""
+        (self.max_timestamp_so_far, self.offset_of_max_timestamp, self.bytes_since_last_index_entry,
+         self.rolling_based_timestamp, offset_entries, time_entries) = saved
+        self.size = size
+        for index, n in ((self.offset_index, offset_entries), (self.time_index, time_entries)):
+            if index.entries > n:
+                try:
+                    index.truncate_to_entries(n)
+                except OSError:
+                    del index.keys[n:]
+                    del index.values[n:]
+        try:
+            os.ftruncate(self.fd, size)
+        except OSError as e:
+            # Cut again before the next write; a restart's recovery cuts it too (CRC check).
+            self._dirty_tail = True
+            log.warning("cannot cut the failed append off %s (%s): will retry before the next write", self.log_path, e.strerror or e)
+
+    def should_roll(self, messages_size: int, max_timestamp: int, max_offset: int, max_segment_bytes: int, roll_ms: int, now_ms: int) -> bool:
+        """Kafka's LogSegment.shouldRoll: size, time (record timestamps), full indexes, offset range."""
+        if self.size > max_segment_bytes - messages_size:
+            return True
+        if self.size > 0 and self.time_waited_for_roll(now_ms, max_timestamp) > roll_ms:
+            return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        return max_offset - self.base_offset > 2**31 - 1
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        ts = self._load_rolling_based_timestamp()
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now_ms - self.created_ms
+
+    def _load_rolling_based_timestamp(self) -> int | None:
+        if self.rolling_based_timestamp is None and self.size >= BATCH_HEADER_SIZE:
+            self.rolling_based_timestamp = read_header(os.pread(self.fd, BATCH_HEADER_SIZE, 0)).max_timestamp
+        return self.rolling_based_timestamp
+
+    def on_become_inactive(self) -> None:
+        """On roll: final time index entry, then trim both indexes (Kafka's onBecomeInactiveSegment)."""
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True)
+        self.offset_index.trim()
+        self.time_index.trim()
+        self.active = False
+
+    # ---- reading ------------------------------------------------------------------
+
+    def iter_batches(self, position: int = 0, end: int | None = None, chunk: int = 1 << 20) -> Iterator[tuple[int, BatchHeader]]:
+        """Yield (position, header) of each complete batch from ``position`` (headers only)."""
+        end = self.size if end is None else end
+        pos = position
+        while end - pos >= BATCH_HEADER_SIZE:
+            raw = os.pread(self.fd, BATCH_HEADER_SIZE, pos)
+            if len(raw) < BATCH_HEADER_SIZE:
+                return
+            h = read_header(raw)
+            if h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + h.size > end:
+                return
+            yield pos, h
+            pos += h.size
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
+        """First batch whose last offset >= ``offset``, searching from ``start_position``."""
+        for pos, h in self.iter_batches(start_position):
+            if h.last_offset >= offset:
+                return pos, h
+        return None
+
+    def _indexed_position(self, offset: int) -> int:
+        """Where to start scanning for ``offset``: the offset index's position, once checked.
+
+        An entry must point at a batch whose last offset it names; if it does not
+        (a damaged index), scan from the start of the segment and rebuild the
+        indexes, so a damaged index never makes a read start inside a batch.
+        """
+        entry_offset, pos = self.offset_index.lookup(offset)
+        if pos == 0:
+            return 0
+        raw = os.pread(self.fd, BATCH_HEADER_SIZE, pos) if pos + BATCH_HEADER_SIZE <= self.size else b""
+        if len(raw) == BATCH_HEADER_SIZE:
+            h = read_header(raw)
+            if h.magic == 2 and h.last_offset == entry_offset:
+                return pos
+        if not self._index_warned:
+            self._index_warned = True
+            log.warning("offset index %s: entry (%d, %d) does not point at its batch; rebuilding the indexes", self.offset_index.path, entry_offset, pos)
+            try:
+                self.rebuild_indexes()
+            except OSError as e:
+                log.warning("cannot rebuild the indexes of %s: %s", self.log_path, e)
+        return 0
+
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = True) -> FileSlice | None:
+        """Bytes from the batch holding ``start_offset``, up to ``max_size`` (Kafka's LogSegment.read).
+
+        The first batch is returned whole even when larger than ``max_size`` if
+        ``min_one_message``; the slice may end inside a batch, as in Kafka.
+        """
+        pos = self._indexed_position(start_offset)
+        found = self.translate_offset(start_offset, pos)
+        if found is None:
+            return None
+        start, header = found
+        limit = self.size if max_position is None else max_position
+        if start >= limit:
+            return None
+        adjusted = max(max_size, header.size) if min_one_message else max_size
+        if adjusted <= 0:
+            return None
+        size = min(limit - start, adjusted)
+        return FileSlice(self.fd, self.log_path, start, size)
+
+    def read_batch_bytes(self, position: int, size: int) -> bytes:
+        return os.pread(self.fd, size, position)
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch with max timestamp >= ``timestamp``."""
+        ts_entry, ts_offset = self.time_index.lookup(timestamp)
+        if ts_entry != -1:
+            # The entry must name a batch's last offset and its max timestamp; a damaged
+            # time index is rebuilt rather than trusted.
+            found = self.translate_offset(ts_offset, self._indexed_position(ts_offset))
+            if found is None or found[1].last_offset != ts_offset or found[1].max_timestamp != ts_entry:
+                log.warning("time index %s: entry (%d, %d) does not match its batch; rebuilding the indexes", self.time_index.path, ts_entry, ts_offset)
+                try:
+                    self.rebuild_indexes()
+                    ts_entry, ts_offset = self.time_index.lookup(timestamp)
+                except OSError as e:
+                    log.warning("cannot rebuild the indexes of %s: %s", self.log_path, e)
+                    ts_offset = self.base_offset
+        pos = self._indexed_position(max(ts_offset, starting_offset))
+        for p, h in self.iter_batches(pos):
+            if h.max_timestamp >= timestamp and h.last_offset >= starting_offset:
+                return p, h
+        return None
+
+    def read_next_offset(self) -> int:
+        """Offset after the last batch (scans from the last index entry)."""
+        if self.next_offset_hint is not None:
+            return self.next_offset_hint
+        _, pos = self.offset_index.lookup(2**62)
+        nxt = self.base_offset
+        for _, h in self.iter_batches(pos):
+            nxt = h.last_offset + 1
+        self.next_offset_hint = nxt
+        return nxt
+
+    def largest_timestamp(self) -> int:
+        """Largest record timestamp (from the time index), else the file's last-modified time:
+        what retention by time compares with (Kafka's LogSegment.largestTimestamp)."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return self.last_modified_ms()
+
+    # ---- load-time checks (Kafka's sanityCheck, and a bit more) --------------------
+
+    def index_problem(self, full: bool = False) -> str | None:
+        """Why this segment's indexes cannot be trusted, or None.
+
+        Cheap: the entries are already in memory; reads at most the batches from
+        the last offset index entry on. Checks what a damaged or torn index shows:
+        a file that is not whole entries, entries out of order, positions outside
+        the log, and that the last entry of each index names a real batch
+        (offset index: the batch at its position has that last offset; time index:
+        the batch with that last offset has that max timestamp). ``full`` checks
+        every entry that way (one or a few header reads per entry).
+        """
+        oi, ti = self.offset_index, self.time_index
+        for name, index in (("offset index", oi), ("time index", ti)):
+            if index.load_problem:
+                return f"{name} {index.path.name}: {index.load_problem}"
+        prev = 0
+        for off, pos in zip(oi.keys, oi.values, strict=True):
+            if pos <= prev or pos >= self.size or not 0 < off - self.base_offset <= 2**31 - 1:
+                return f"offset index {oi.path.name}: entry ({off}, {pos}) is outside the log or out of order"
+            prev = pos
+        for i in range(len(oi.keys) if full else min(1, len(oi.keys))):
+            off, pos = oi.keys[-1 - i], oi.values[-1 - i]
+            raw = os.pread(self.fd, BATCH_HEADER_SIZE, pos)
+            h = read_header(raw) if len(raw) == BATCH_HEADER_SIZE else None
+            if h is None or h.magic != 2 or h.last_offset != off:
+                return f"offset index {oi.path.name}: entry ({off}, {pos}) does not point at its batch"
+        prev_off = self.base_offset
+        for off in ti.values:
+            if off < prev_off or off - self.base_offset > 2**31 - 1:
+                return f"time index {ti.path.name}: entry offset {off} is out of order"
+            prev_off = off
+        for i in range(len(ti.keys) if full else min(1, len(ti.keys))):
+            ts, off = ti.keys[-1 - i], ti.values[-1 - i]
+            found = self.translate_offset(off, oi.lookup(off)[1])
+            if found is None or found[1].last_offset != off or found[1].max_timestamp != ts:
+                return f"time index {ti.path.name}: entry ({ts}, {off}) does not match a batch"
+        if not self.active and self.size and (not oi.keys or not ti.keys):
+            # An inactive segment's indexes were completed when it was rolled: an empty one
+            # that should have entries was emptied.
+            since = 0
+            for _, h in self.iter_batches(0):
+                if not oi.keys and since > self.index_interval_bytes:
+                    return f"offset index {oi.path.name} is empty"
+                if not ti.keys and h.max_timestamp >= 0:
+                    return f"time index {ti.path.name} is empty"
+                since += h.size
+        return None
+
+    def tail_problem(self) -> str | None:
+        """Whether the batches after the last offset index entry are whole and intact.
+
+        After a clean shutdown nothing is recovered; this cheap check (at most
+        ``index.interval.bytes`` plus one batch, CRC-checked) still catches a torn
+        or damaged end of the active segment, where the next append would go.
+        """
+        pos = self.offset_index.values[-1] if self.offset_index.keys else 0
+        prev_last = self.base_offset - 1
+        first = True
+        while pos < self.size:
+            raw = os.pread(self.fd, BATCH_HEADER_SIZE, pos)
+            if len(raw) < BATCH_HEADER_SIZE:
+                return f"{self.size - pos} stray bytes at the end of {self.log_path.name}"
+            h = read_header(raw)
+            if h.magic != 2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + h.size > self.size:
+                return f"no valid batch at position {pos} of {self.log_path.name}"
+            if (h.base_offset <= prev_last and not first) or h.base_offset < self.base_offset or h.last_offset < h.base_offset:
+                return f"batch at position {pos} of {self.log_path.name} has offset {h.base_offset} out of order"
+            if compute_crc(os.pread(self.fd, h.size, pos), 0, h.size) != h.crc:
+                return f"batch at position {pos} of {self.log_path.name} fails its CRC check"
+            prev_last = h.last_offset
+            first = False
+            pos += h.size
+        return None
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes from the batch headers, without cutting anything off the log."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.bytes_since_last_index_entry = 0
+        self.max_timestamp_so_far, self.offset_of_max_timestamp = -1, self.base_offset
+        nxt = self.base_offset
+        for pos, h in self.iter_batches(0):
+            if h.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(h.last_offset, pos)
+                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += h.size
+            nxt = h.last_offset + 1
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True)
+        if not self.active:
+            self.offset_index.trim()
+            self.time_index.trim()
+        self.next_offset_hint = nxt
+
+    # ---- recovery -----------------------------------------------------------------
+
+    def recover(self) -> int:
+        """Rebuild both indexes from the log and truncate a torn or corrupt tail.
+
+        Returns the number of bytes truncated. Checks every batch's CRC.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.bytes_since_last_index_entry = 0
+        self.max_timestamp_so_far, self.offset_of_max_timestamp = -1, self.base_offset
+        self.rolling_based_timestamp = None
+        valid = 0
+        file_size = os.fstat(self.fd).st_size
+        self.size = file_size
+        pos = 0
+        prev_last = self.base_offset - 1
+        while file_size - pos >= BATCH_HEADER_SIZE:
+            raw = os.pread(self.fd, BATCH_HEADER_SIZE, pos)
+            h = read_header(raw)
+            if h.magic != 2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + h.size > file_size:
+                break
+            data = os.pread(self.fd, h.size, pos)
+            # The CRC does not cover the base offset: offsets must also go up, from the segment's base.
+            if compute_crc(data, 0, h.size) != h.crc or h.base_offset <= prev_last or h.last_offset_delta < 0:
+                break
+            prev_last = h.last_offset
+            if h.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(h.last_offset, pos)
+                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += h.size
+            if self.rolling_based_timestamp is None:
+                self.rolling_based_timestamp = h.max_timestamp
+            self.next_offset_hint = h.last_offset + 1
+            pos += h.size
+            valid = pos
+        if self.max_timestamp_so_far >= 0:
+            # The entry a clean roll would have written (Kafka's LogSegment.recover does the same).
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True)
+        truncated = file_size - valid
+        if truncated:
+            os.ftruncate(self.fd, valid)
+            self.size = valid
+        if valid == 0:
+            self.next_offset_hint = self.base_offset
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch at or after ``offset`` (batch-aligned); returns bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        pos, h = found
+        if h.base_offset < offset:
+            pos += h.size
+        removed = self.size - pos
+        os.ftruncate(self.fd, pos)
+        self.size = pos
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.next_offset_hint = None
+        self.recover()
+        return removed
+
+    # ---- lifecycle ----------------------------------------------------------------
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        os.close(self.fd)
+        self.offset_index.close()
+        self.time_index.close()
+
+    def paths(self) -> list[Path]:
+        return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def last_modified_ms(self) -> int:
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    def change_suffix(self, old: str, new: str) -> None:
+        """Rename all files of this segment, e.g. to ``.deleted``."""
+        def renamed(p: Path) -> Path:
+            name = p.name[: -len(old)] if old and p.name.endswith(old) else p.name
+            return p.with_name(name + new)
+
+        new_log = renamed(self.log_path)
+        if self.log_path.exists():
+            os.rename(self.log_path, new_log)
+        self.log_path = new_log
+        for idx in (self.offset_index, self.time_index):
+            if idx.path.exists():
+                idx.rename(renamed(idx.path))

@@ -1,0 +1,179 @@
+"""Fuzz target: request decoding and dispatch, in-process (atheris, or hypothesis-style mutation).
+
+    python -m tests.fuzz.fuzz_requests [-atheris_runs=N] [-max_total_time=S] [CORPUS_DIR ...]
+    python -m tests.fuzz.fuzz_requests --no-atheris --runs N [--seed S]
+
+Each input is one request frame payload (what follows the int32 size): it goes through
+``server.dispatch.handle_request`` on a real Broker (its own temporary data dir, a few
+topics and a group) exactly as a connection would hand it over. Allowed outcomes: an
+answer (whose frame sizes add up), None (acks=0), or FrameError/ProtocolViolation (the
+connection is closed). Anything else raised is a bug; so is a handler that does not
+finish within its time (a long-poll Fetch or a JoinGroup waiting for others may
+legitimately wait: those get up to their request's own timeout, capped).
+
+With atheris installed (``pip install atheris``; not a dependency) it runs coverage-guided,
+seeded with the golden captures; without it (``--no-atheris``) the same target is driven
+by random mutations of the golden frames and structured requests from
+``tests/fuzz/strategies.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import atexit
+import logging
+import random
+import shutil
+import struct
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kafka_sidecar.protocol.framing import FrameError
+from kafka_sidecar.server.broker import Broker
+from kafka_sidecar.server.config import BrokerConfig
+from kafka_sidecar.server.dispatch import ProtocolViolation, handle_request
+from kafka_sidecar.storage.log_segment import FileSlice
+
+HANDLER_TIMEOUT = 0.5  # seconds a request may take in-process (long polls are cut at this)
+
+
+class _Writer:
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 9) if name == "peername" else default
+
+
+class FakeConnection:
+    """What handlers see of a connection."""
+
+    def __init__(self) -> None:
+        self.peer = "127.0.0.1:9"
+        self.listener = "PLAINTEXT"
+        self.writer = _Writer()
+
+
+class Target:
+    """A broker in this process, and a function that feeds it one request."""
+
+    def __init__(self) -> None:
+        shm = Path("/dev/shm")  # fsync-free: topics created by the fuzzer are cheap there
+        self.dir = Path(tempfile.mkdtemp(prefix="kafka-sidecar-fuzz-", dir=shm if shm.is_dir() else None))
+        self.loop = asyncio.new_event_loop()
+        config = BrokerConfig.load(overrides={
+            "log.segment.bytes": "65536", "group.initial.rebalance.delay.ms": "0",
+            "log.initial.task.delay.ms": "600000", "offsets.topic.num.partitions": "2",
+        })
+        self.broker = Broker(config, self.dir / "data", "127.0.0.1", 0)
+        self.conn = FakeConnection()
+        self.loop.run_until_complete(self.broker.start())
+        lm = self.broker.log_manager
+        for name in ("fuzz-a", "fuzz-b"):
+            lm.create_topic(name, 2)
+        lm.create_topic("fuzz-compact", 1, {"cleanup.policy": "compact"})
+        self.cases = 0
+
+    def run_one(self, payload: bytes) -> None:
+        self.cases += 1
+        try:
+            result = self.loop.run_until_complete(asyncio.wait_for(handle_request(self.broker, self.conn, payload), HANDLER_TIMEOUT))
+        except (FrameError, ProtocolViolation):
+            return  # the connection would be closed, with one log line
+        except TimeoutError:
+            if len(payload) >= 2 and struct.unpack_from(">h", payload)[0] in (1, 11):  # Fetch long-poll, JoinGroup
+                return
+            raise
+        if result is None:
+            return
+        head = result[0]
+        assert isinstance(head, bytes) and len(head) >= 8
+        (size,) = struct.unpack_from(">i", head)
+        total = len(head) - 4 + sum(len(p) if isinstance(p, bytes) else p.size for p in result[1:])
+        assert size == total, f"response size prefix {size} != {total} bytes"
+        for p in result[1:]:
+            assert isinstance(p, bytes | FileSlice), type(p)
+
+    def close(self) -> None:
+        try:
+            self.loop.run_until_complete(self.broker.stop())
+        finally:
+            self.loop.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _quiet() -> None:
+    logging.basicConfig(level=logging.CRITICAL)
+    logging.getLogger("kafka_sidecar").setLevel(logging.CRITICAL)
+
+
+def run_random(runs: int, seed: int) -> int:
+    """Without atheris: random mutations of the golden frames and structured requests."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from tests.fuzz.strategies import request_frames
+
+    target = Target()
+    try:
+        @settings(max_examples=runs, database=None, deadline=None, derandomize=False,
+                  suppress_health_check=list(HealthCheck))
+        @given(st.randoms(use_true_random=False), request_frames())
+        def case(_rnd: random.Random, frame: bytes) -> None:
+            target.run_one(frame[4:])
+
+        random.seed(seed)
+        case()
+    finally:
+        target.close()
+    print(f"{target.cases} cases, no failure")
+    return 0
+
+
+def run_atheris(argv: list[str]) -> int:
+    import atheris  # noqa: PLC0415 (optional)
+
+    from tests.fuzz.strategies import golden_request_frames
+
+    target = Target()
+    corpus = Path(tempfile.mkdtemp(prefix="kafka-sidecar-fuzz-corpus-"))
+    # libFuzzer ends the process with exit(): remove the temporary dirs then too, if Python gets to.
+    atexit.register(shutil.rmtree, target.dir, True)
+    atexit.register(shutil.rmtree, corpus, True)
+    for i, f in enumerate(golden_request_frames()):
+        (corpus / f"golden-{i:04d}").write_bytes(f[4:])
+    if not any(not a.startswith("-") for a in argv[1:]):
+        argv = [*argv, str(corpus)]
+
+    def test_one_input(data: bytes) -> None:
+        target.run_one(data)
+
+    atheris.instrument_all()  # coverage feedback from everything loaded: our code, kio, crc32c...
+    atheris.Setup(argv, test_one_input)
+    atheris.Fuzz()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv if argv is None else argv)
+    parser = argparse.ArgumentParser(add_help=True)
+    parser.add_argument("--no-atheris", action="store_true")
+    parser.add_argument("--runs", type=int, default=10000)
+    parser.add_argument("--seed", type=int, default=0)
+    ours, rest = parser.parse_known_args(argv[1:])
+    _quiet()
+    if not ours.no_atheris:
+        try:
+            import atheris  # noqa: F401
+        except ImportError:
+            print("atheris is not installed (pip install atheris): using random mutation instead", file=sys.stderr)
+        else:
+            return run_atheris([argv[0], *rest])
+    return run_random(ours.runs, ours.seed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Test support: run kafka-sidecar as a real subprocess through its installed CLI."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+GOLDEN = SHARED / "golden"
+
+_LISTENING = re.compile(r"listening on ([\w.:\[\]-]+):(\d+)")
+
+
+def sidecar_command() -> list[str]:
+    """The installed console script next to this interpreter (what users run)."""
+    exe = Path(sys.executable).parent / "kafka-sidecar"
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("kafka-sidecar")
+    if found:
+        return [found]
+    return [sys.executable, "-m", "kafka_sidecar.server"]
+
+
+class SidecarProcess:
+    """A kafka-sidecar server on a loopback port, with a given data dir."""
+
+    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, port: int = 0, env: dict[str, str] | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.overrides = dict(overrides or {})
+        self.port = port
+        self.env = dict(env or {})  # extra environment variables (e.g. a crash point)
+        self.proc: subprocess.Popen[str] | None = None
+        self.log_path = self.data_dir.parent / f"{self.data_dir.name}.server.log"
+        self._log_file = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> SidecarProcess:
+        cmd = [*sidecar_command(), "serve", "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}"]
+        for k, v in self.overrides.items():
+            cmd += ["--override", f"{k}={v}"]
+        self._log_file = open(self.log_path, "a")
+        env = {**os.environ, **self.env} if self.env else None
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log_file, text=True, env=env)
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"kafka-sidecar exited with {self.proc.returncode}: {self.log_text()[-2000:]}")
+                continue
+            m = _LISTENING.search(line)
+            if m:
+                self.port = int(m.group(2))
+                return self
+        raise RuntimeError(f"kafka-sidecar did not start in {timeout}s: {self.log_text()[-2000:]}")
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text()
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait: a clean shutdown."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise
+        self._close()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: a crash."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self._close()
+
+    def restart(self) -> SidecarProcess:
+        self.stop()
+        return self.start()
+
+    def _close(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05, message: str = "condition"):
+    """Poll ``predicate`` until truthy (bounded); returns its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the non-Python test clients: kcat (Debian package) and kafkajs (npm).
+# Idempotent; prints what it could not install (the tests that need it then say why they skip).
+set -u
+cd "$(dirname "$0")"
+if ! command -v kcat >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null) \
+      || echo "install-tools: could not install kcat with apt-get" >&2
+  else
+    echo "install-tools: kcat missing and apt-get unavailable (not root?)" >&2
+  fi
+fi
+if command -v npm >/dev/null 2>&1; then
+  if [ ! -d node/node_modules/kafkajs ]; then
+    (cd node && npm ci --no-audit --no-fund --silent) || echo "install-tools: npm ci failed for kafkajs" >&2
+  fi
+else
+  echo "install-tools: npm not found; kafkajs tests will skip" >&2
+fi
+exit 0
