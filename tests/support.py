@@ -16,6 +16,13 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 GOLDEN = SHARED / "golden"
 
+# Record timestamps for servers that keep running: ten minutes before the test session started.
+# Records older than retention.ms (7 days by default) are deleted by the first retention check
+# (30 s after start, then every 5 min), active segment included, as Kafka does; a test that
+# produced such records to a long-lived broker could find them gone (and Kafka rejects records
+# more than message.timestamp.after.max.ms, 1 h, in the future).
+RECENT_TS = (int(time.time()) - 600) * 1000
+
 _LISTENING = re.compile(r"listening on ([\w.:\[\]-]+):(\d+)")
 
 

@@ -35,7 +35,7 @@ from kio.schema.metadata.v12 import request as metadata
 from kio.schema.produce.v9 import request as produce
 from kio.serial import entity_reader, entity_writer
 
-from tests.support import GOLDEN, SidecarProcess
+from tests.support import GOLDEN, RECENT_TS, SidecarProcess
 
 API_VERSIONS = 18
 NONE = 0
@@ -226,7 +226,7 @@ def fetch_all(client: RawClient, topic: str, partition: int, start: int = 0, tim
         assert time.monotonic() < deadline, f"fetching {topic}-{partition} stalled at offset {offset}"
 
 
-def records(values: list[bytes], ts: int = 1_700_000_000_000) -> bytes:
+def records(values: list[bytes], ts: int = RECENT_TS) -> bytes:
     return encode_batch([Record(i, ts + i, b"k%d" % i, v) for i, v in enumerate(values)])
 
 

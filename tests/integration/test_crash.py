@@ -29,7 +29,7 @@ from tests.integration.test_bad_input import (
     partition_results,
     produce_request,
 )
-from tests.support import SidecarProcess
+from tests.support import RECENT_TS, SidecarProcess
 
 PARTITIONS = 2
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
@@ -191,7 +191,7 @@ def test_kill_9_mid_produce_keeps_every_acknowledged_record(sidecar_factory, top
 def _batch(index: int) -> bytes:
     """Batch ``index`` of the damage test: 5 records, values naming batch and record."""
     return encode_batch(
-        [Record(j, 1_700_000_000_000 + index * 5 + j, b"key-%d" % j, b"batch-%02d-record-%d" % (index, j)) for j in range(5)]
+        [Record(j, RECENT_TS + index * 5 + j, b"key-%d" % j, b"batch-%02d-record-%d" % (index, j)) for j in range(5)]
     )
 
 
@@ -255,7 +255,7 @@ def test_damaged_last_batch_is_cut_at_recovery(sidecar_factory, topic_name, how)
         p, raw = fetch_once(client, topic_name, 0, good_end)
         assert (p.error_code, p.high_watermark, raw) == (NONE, good_end, b"")
         # The next produce takes the damaged batch's offsets; the damaged data never comes back.
-        result = partition_results(client.request(produce_request(topic_name, {0: encode_batch([Record(0, 1_800_000_000_000, b"k", b"after-repair")])})))[0]
+        result = partition_results(client.request(produce_request(topic_name, {0: encode_batch([Record(0, RECENT_TS + 1000, b"k", b"after-repair")])})))[0]
         assert (result.error_code, result.base_offset) == (NONE, good_end)
         stored = fetch_all(client, topic_name, 0)
         assert [r.offset for r in stored] == list(range(good_end + 1))

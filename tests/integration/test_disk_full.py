@@ -29,7 +29,7 @@ from tests.integration.test_bad_input import (
     partition_results,
     produce_request,
 )
-from tests.support import SidecarProcess, sidecar_command
+from tests.support import RECENT_TS, SidecarProcess, sidecar_command
 
 KAFKA_STORAGE_ERROR = 56
 
@@ -60,7 +60,7 @@ def small_disk(tmp_path):
 
 def _batch(i: int) -> bytes:
     # ~40 KiB of incompressible-looking values per batch
-    return encode_batch([Record(j, 1_700_000_000_000 + i, b"k%d" % j, os.urandom(2000) + b"|%d-%d" % (i, j)) for j in range(20)])
+    return encode_batch([Record(j, RECENT_TS + i, b"k%d" % j, os.urandom(2000) + b"|%d-%d" % (i, j)) for j in range(20)])
 
 
 def test_disk_full_answers_storage_error_and_recovers(small_disk, tmp_path):

@@ -47,7 +47,7 @@ from kafka_sidecar.server.client import _BrokerConnection, parse_bootstrap
 from kafka_sidecar.server.dispatch import SUPPORTED_APIS
 
 from bench.reference import ReferenceKafka, find_kafka_home, unavailable_reason
-from tests.support import REPO, SidecarProcess
+from tests.support import RECENT_TS, REPO, SidecarProcess
 
 # Broker settings of the reference launcher that our server knows too, so both brokers run with
 # the same static configuration (they show up in DescribeConfigs as STATIC_BROKER_CONFIG).
@@ -68,7 +68,7 @@ KAFKA_JVM = ("-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOcc
 TOOLS_JSON = REPO / "bench" / "results" / "tools.json"
 PERF_RECORDS, PERF_RECORD_SIZE = 100_000, 100
 BIG_RECORDS = 100_000
-BASE_TS = 1_700_000_000_000
+BASE_TS = RECENT_TS  # not older than retention.ms: both brokers live for the whole module
 
 
 # ---- running the tools ----------------------------------------------------------------------

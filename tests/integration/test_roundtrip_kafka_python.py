@@ -5,6 +5,8 @@ from __future__ import annotations
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from tests.support import RECENT_TS
+
 
 def _consume_all(bootstrap: str, tp: TopicPartition, expected: int) -> list:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000, enable_auto_commit=False)
@@ -25,7 +27,7 @@ def test_produce_fetch_restart_roundtrip(sidecar_factory, topic_name):
     admin.close()
     producer = KafkaProducer(bootstrap_servers=server.bootstrap, linger_ms=5)
     futures = [
-        producer.send(topic_name, key=f"k{i}".encode(), value=f"v{i}".encode(), headers=[("h", b"%d" % i)], timestamp_ms=1_700_000_000_000 + i)
+        producer.send(topic_name, key=f"k{i}".encode(), value=f"v{i}".encode(), headers=[("h", b"%d" % i)], timestamp_ms=RECENT_TS + i)
         for i in range(1000)
     ]
     producer.flush()
@@ -39,7 +41,7 @@ def test_produce_fetch_restart_roundtrip(sidecar_factory, topic_name):
         assert [m.offset for m in msgs] == list(range(1000))
         assert [m.key for m in msgs] == [f"k{i}".encode() for i in range(1000)]
         assert [m.value for m in msgs] == [f"v{i}".encode() for i in range(1000)]
-        assert [m.timestamp for m in msgs] == [1_700_000_000_000 + i for i in range(1000)]
+        assert [m.timestamp for m in msgs] == [RECENT_TS + i for i in range(1000)]
         assert [m.headers for m in msgs] == [[("h", b"%d" % i)] for i in range(1000)]
 
     check(_consume_all(server.bootstrap, tp, 1000))
