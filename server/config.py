@@ -81,6 +81,32 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("producer.id.expiration.ms", "int", 86400000, at_least=1),
         ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000, at_least=1),
         ConfigDef("transactional.id.expiration.ms", "int", 604800000, at_least=1),
+        # Security (server/security): TLS, SASL and the ACL authorizer, Kafka's names and defaults.
+        # Per-listener values use Kafka's prefix, e.g. listener.name.sasl_ssl.ssl.keystore.location
+        # and listener.name.sasl_plaintext.plain.sasl.jaas.config (server/security reads them).
+        ConfigDef("ssl.keystore.type", "string", "JKS"),
+        ConfigDef("ssl.keystore.location", "string", None),
+        ConfigDef("ssl.keystore.password", "password", None, sensitive=True),
+        ConfigDef("ssl.key.password", "password", None, sensitive=True),
+        ConfigDef("ssl.keystore.certificate.chain", "password", None, sensitive=True),
+        ConfigDef("ssl.keystore.key", "password", None, sensitive=True),
+        ConfigDef("ssl.truststore.type", "string", "JKS"),
+        ConfigDef("ssl.truststore.location", "string", None),
+        ConfigDef("ssl.truststore.password", "password", None, sensitive=True),
+        ConfigDef("ssl.truststore.certificates", "password", None, sensitive=True),
+        ConfigDef("ssl.client.auth", "string", "none", one_of=("required", "requested", "none")),
+        ConfigDef("ssl.protocol", "string", "TLSv1.3"),
+        ConfigDef("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3"),
+        ConfigDef("ssl.cipher.suites", "list", ""),
+        ConfigDef("ssl.endpoint.identification.algorithm", "string", "https"),
+        ConfigDef("ssl.principal.mapping.rules", "string", "DEFAULT"),
+        ConfigDef("sasl.enabled.mechanisms", "list", "GSSAPI"),
+        ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI"),
+        ConfigDef("sasl.jaas.config", "password", None, sensitive=True),
+        ConfigDef("connections.max.reauth.ms", "long", 0),
+        ConfigDef("authorizer.class.name", "string", ""),
+        ConfigDef("super.users", "string", None),
+        ConfigDef("allow.everyone.if.no.acl.found", "boolean", False),
     ]
 }
 

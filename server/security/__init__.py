@@ -1,0 +1,1 @@
+"""Security: TLS and SASL authentication of connections, and the ACL authorizer."""
