@@ -85,6 +85,11 @@ class Connection:
         self.reader = reader
         self.writer = writer
         self.peer = _peer(writer)
+        peer = writer.get_extra_info("peername")
+        self.client_host: str = peer[0] if peer else ""
+        # Who the authorizer sees (Kafka's KafkaPrincipal as "User:<name>"): ANONYMOUS until a
+        # listener's authentication (server/security) says otherwise.
+        self.principal: str = "User:ANONYMOUS"
         self._sendfile_ok = True
         writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         sock = writer.get_extra_info("socket")
