@@ -56,11 +56,18 @@ class UnsupportedCompressionError(ValueError):
 ZSTD = 4
 
 
-def check_produce_records(version: int, buf: bytes | bytearray | memoryview) -> None:
-    """Kafka's ProduceRequest.validateRecords for v3+: one v2 batch per partition."""
-    if len(buf) < LOG_OVERHEAD:
+def check_produce_records(version: int, buf: bytes | bytearray | memoryview) -> int:
+    """Kafka's ProduceRequest.validateRecords for v3+: exactly one v2 batch per partition.
+
+    Like Kafka's batch iterator, only complete batches count: a batch cut short is no batch
+    ("must have at least one record batch"), and bytes after the first batch that do not make
+    a complete one are ignored (Kafka's log append trims them). Returns the number of bytes
+    to append: the first batch's size.
+    """
+    first = _complete_batch_size(buf, 0)
+    if first is None:
         raise InvalidRecordError(f"Produce requests with version {version} must have at least one record batch per partition")
-    if len(buf) > MAGIC_POS and buf[MAGIC_POS] != 2:
+    if buf[MAGIC_POS] != 2:
         raise InvalidRecordError(
             f"Produce requests with version {version} are only allowed to contain record batches with magic version 2"
         )
@@ -68,6 +75,27 @@ def check_produce_records(version: int, buf: bytes | bytearray | memoryview) -> 
         raise UnsupportedCompressionError(
             f"Produce requests with version {version} are not allowed to use ZStandard compression"
         )
+    if _complete_batch_size(buf, first) is not None:
+        raise InvalidRecordError(f"Produce requests with version {version} are only allowed to contain exactly one record batch per partition")
+    return first
+
+
+# Kafka's LegacyRecord.RECORD_OVERHEAD_V0: the smallest batchLength its batch iterator accepts.
+_MIN_BATCH_LENGTH = 14
+
+
+def _complete_batch_size(buf: bytes | bytearray | memoryview, pos: int) -> int | None:
+    """Kafka's ByteBufferLogInputStream.nextBatch: the size of the complete batch at ``pos``, or
+    None if fewer bytes remain than it declares; a declared length below 14 is corrupt."""
+    remaining = len(buf) - pos
+    if remaining < LOG_OVERHEAD:
+        return None
+    (length,) = struct.unpack_from(">i", buf, pos + LENGTH_POS)
+    if length < _MIN_BATCH_LENGTH:
+        raise CorruptRecordError(f"Record size {length} is less than the minimum record overhead ({_MIN_BATCH_LENGTH})")
+    if remaining < length + LOG_OVERHEAD:
+        return None
+    return length + LOG_OVERHEAD
 
 
 NO_SEQUENCE = -1

@@ -450,17 +450,15 @@ class Log:
         segments, bases = self._view
         return segments[max(0, bisect.bisect_right(bases, offset) - 1)]
 
-    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, BatchHeader, LogSegment, int] | None:
-        """First batch (from the log start) with max timestamp >= ``timestamp``: (pos, header, segment, start)."""
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """Kafka's UnifiedLog.fetchOffsetByTimestamp for a plain timestamp: search only the first
+        segment whose largest timestamp is >= ``timestamp`` (even one wholly below the log start,
+        which then finds nothing), for its first record at or after the log start with a
+        timestamp >= ``timestamp``: (timestamp, offset, leader epoch), or None."""
+        start = self.log_start_offset
         for seg in self.segments:
-            if seg.largest_timestamp() < timestamp and seg is not self.active_segment:
-                continue
-            if seg.base_offset + 0 < self.log_start_offset and seg.read_next_offset() <= self.log_start_offset:
-                continue
-            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
-            if found is not None:
-                pos, h = found
-                return pos, h, seg, self.log_start_offset
+            if seg.largest_timestamp() >= timestamp:
+                return seg.search_for_timestamp(timestamp, start)
         return None
 
     # ---- log start offset and retention ----------------------------------------------

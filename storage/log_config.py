@@ -135,19 +135,21 @@ class ConfigDef:
 
     def parse(self, value: Any) -> Any:
         parsed = _PARSERS[self.type](self.name, value)
+        # Kafka's range messages quote the parsed value (a double 2 is "2.0").
+        shown = format_config_value(self.type, parsed) if self.type in ("int", "long", "short", "double") else value
         if self.or_equal is not None:
             if parsed != self.or_equal and not self.at_least <= parsed <= self.at_most:
                 raise ConfigError(
-                    f"Invalid value {value} for configuration {self.name}: Value must be between "
+                    f"Invalid value {shown} for configuration {self.name}: Value must be between "
                     f"{self.at_least} and {self.at_most} or equal to {self.or_equal}"
                 )
             return parsed
         if self.at_least is not None and parsed < self.at_least:
             bound = int(self.at_least) if self.type != "double" else self.at_least
-            raise ConfigError(f"Invalid value {value} for configuration {self.name}: Value must be at least {bound}")
+            raise ConfigError(f"Invalid value {shown} for configuration {self.name}: Value must be at least {bound}")
         if self.at_most is not None and parsed > self.at_most:
             bound = int(self.at_most) if self.type != "double" else self.at_most
-            raise ConfigError(f"Invalid value {value} for configuration {self.name}: Value must be no more than {bound}")
+            raise ConfigError(f"Invalid value {shown} for configuration {self.name}: Value must be no more than {bound}")
         if self.one_of is not None and parsed not in self.one_of:
             raise ConfigError(
                 f"Invalid value {value} for configuration {self.name}: String must be one of: {', '.join(self.one_of)}"
@@ -279,6 +281,8 @@ class LogConfig:
         self.index_interval_bytes: int = values["index.interval.bytes"]
         self.max_message_bytes: int = values["max.message.bytes"]
         self.message_timestamp_type: str = values["message.timestamp.type"]
+        self.message_timestamp_before_max_ms: int = values["message.timestamp.before.max.ms"]
+        self.message_timestamp_after_max_ms: int = values["message.timestamp.after.max.ms"]
         self.cleanup_policy: str = values["cleanup.policy"]
         self.retention_ms: int = values["retention.ms"]
         self.retention_bytes: int = values["retention.bytes"]

@@ -23,6 +23,7 @@ from kafka_sidecar.protocol.record_batch import (
     compute_crc,
     read_header,
 )
+from kafka_sidecar.protocol.records import decode_batches
 
 from . import failpoints
 from .index import OffsetIndex, TimeIndex
@@ -294,6 +295,23 @@ class LogSegment:
         for p, h in self.iter_batches(pos):
             if h.max_timestamp >= timestamp and h.last_offset >= starting_offset:
                 return p, h
+        return None
+
+    def search_for_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int, int] | None:
+        """Kafka's LogSegment.findOffsetByTimestamp: the first record at or after ``starting_offset``
+        whose timestamp is >= ``timestamp``, as (timestamp, offset, leader epoch or -1). Only
+        batches whose max timestamp qualifies are decoded."""
+        found = self.find_offset_by_timestamp(timestamp, starting_offset)
+        if found is None:
+            return None
+        for p, h in self.iter_batches(found[0]):
+            if h.max_timestamp < timestamp or h.last_offset < starting_offset:
+                continue
+            for batch in decode_batches(self.read_batch_bytes(p, h.size), verify_crc=False):
+                for r in batch.records:
+                    if r.timestamp >= timestamp and r.offset >= starting_offset:
+                        epoch = h.partition_leader_epoch if h.partition_leader_epoch >= 0 else -1
+                        return r.timestamp, r.offset, epoch
         return None
 
     def read_next_offset(self) -> int:

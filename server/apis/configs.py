@@ -412,7 +412,10 @@ def _incremental_topic_configs(current: Mapping[str, str], ops: list[tuple[str, 
                     parts.remove(v)
             configs[key] = ",".join(parts)
         else:
-            raise ApiError(errors.INVALID_REQUEST, f"Unknown operations type {op}")
+            # Kafka fails on an operation id it has no OpType for: UNKNOWN_SERVER_ERROR, which it
+            # answers without a message.
+            log.warning("IncrementalAlterConfigs: unknown operation type %d for %s", op, key)
+            raise ApiError(errors.UNKNOWN_SERVER_ERROR, None)
     return configs
 
 
@@ -454,7 +457,10 @@ def _incremental_broker_configs(current: Mapping[str, str], ops: list[tuple[str,
                         parts.remove(v)
             props[key] = ",".join(parts)
         else:
-            raise ApiError(errors.INVALID_REQUEST, f"Unknown operations type {op}")
+            # Kafka fails on an operation id it has no OpType for: UNKNOWN_SERVER_ERROR, which it
+            # answers without a message.
+            log.warning("IncrementalAlterConfigs: unknown operation type %d for %s", op, key)
+            raise ApiError(errors.UNKNOWN_SERVER_ERROR, None)
     return props
 
 

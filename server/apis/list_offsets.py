@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
@@ -17,34 +18,39 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
-EARLIEST_PENDING_UPLOAD = -5
-LATEST_TIERED = -6
+LATEST_TIERED = -5
 READ_COMMITTED = 1
+# Kafka 4.1's ReplicaManager.timestampMinSupportedVersion: a special (negative) timestamp needs
+# at least this request version; any other negative timestamp is UNSUPPORTED_VERSION.
+MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
 def _answer(index: int, timestamp: int, offset: int, epoch: int = LEADER_EPOCH, code: int = errors.NONE) -> dict[str, Any]:
     return {"partition_index": index, "error_code": code, "timestamp": timestamp, "offset": offset, "leader_epoch": epoch, "old_style_offsets": []}
 
 
+def _error(index: int, code: int) -> dict[str, Any]:
+    return _answer(index, -1, -1, -1, code)
+
+
+def unsupported(target: int, version: int) -> bool:
+    return target < 0 and version < MIN_VERSION.get(target, 2**15)
+
+
 def offset_for(lg: Log, index: int, target: int, isolation_level: int) -> dict[str, Any]:
     if target == LATEST:
         return _answer(index, -1, lg.last_stable_offset if isolation_level == READ_COMMITTED else lg.high_watermark)
-    if target in (EARLIEST, EARLIEST_LOCAL):
+    if target in (EARLIEST, EARLIEST_LOCAL):  # no tiered storage: the local log start is the log start
         return _answer(index, -1, lg.log_start_offset)
     if target == MAX_TIMESTAMP:
         return _max_timestamp(lg, index)
-    if target in (EARLIEST_PENDING_UPLOAD, LATEST_TIERED):
+    if target == LATEST_TIERED:  # no tiered storage: Kafka answers offset -1, epoch -1
         return _answer(index, -1, -1, -1)
     found = lg.fetch_offset_by_timestamp(target)
     if found is None:
         return _answer(index, -1, -1, -1)
-    pos, h, seg, start = found
-    # Record-level answer: decode just this one batch.
-    for batch in decode_batches(seg.read_batch_bytes(pos, h.size)):
-        for r in batch.records:
-            if r.timestamp >= target and r.offset >= start:
-                return _answer(index, r.timestamp, r.offset)
-    return _answer(index, h.max_timestamp, h.last_offset)
+    timestamp, offset, epoch = found
+    return _answer(index, timestamp, offset, epoch)
 
 
 def _max_timestamp(lg: Log, index: int) -> dict[str, Any]:
@@ -73,12 +79,22 @@ async def handle_list_offsets(broker: Broker, conn: Connection, header: RequestH
     lm = broker.log_manager
     isolation = getattr(request, "isolation_level", 0)
     topics = []
+    version = header.api_version
+    # A partition named twice is INVALID_REQUEST in both places (Kafka's duplicatePartitions).
+    named = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    duplicates = {tp for tp, n in named.items() if n > 1}
     for t in request.topics:
         parts = []
         for p in t.partitions:
+            if (t.name, p.partition_index) in duplicates:
+                parts.append(_error(p.partition_index, errors.INVALID_REQUEST))
+                continue
+            if unsupported(p.timestamp, version):
+                parts.append(_error(p.partition_index, errors.UNSUPPORTED_VERSION))
+                continue
             lg = lm.get_log(t.name, p.partition_index)
             if lg is None:
-                parts.append(_answer(p.partition_index, -1, -1, -1, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                parts.append(_error(p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION))
             else:
                 parts.append(offset_for(lg, p.partition_index, p.timestamp, isolation))
         topics.append({"name": t.name, "partitions": parts})

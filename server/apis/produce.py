@@ -1,14 +1,16 @@
 """Produce (API 0): validate batch headers, assign offsets, append, answer.
 
 Per batch work only: the 61-byte header is read with ``struct`` and the CRC-32C
-checked over the batch bytes; records are never decoded here, except on
-compacted topics where every record needs a key (Kafka's LogValidator rule).
+checked over the batch bytes; records are decoded only where Kafka's LogValidator
+rules need them (storage/log_validator.py: keys on compacted topics, timestamps
+a header cannot vouch for).
 A bad batch fails its own partition only.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
@@ -20,8 +22,8 @@ from kafka_sidecar.protocol.record_batch import (
     check_produce_records,
     validate_batches,
 )
-from kafka_sidecar.protocol.records import decode_batches
 from kafka_sidecar.storage.log import Log, StorageError
+from kafka_sidecar.storage.log_validator import RecordValidationError, validate_records
 from kafka_sidecar.storage.producer_state import ProducerStateError
 
 if TYPE_CHECKING:
@@ -43,50 +45,47 @@ def _partition_result(index: int, code: int, message: str | None = None, base_of
     }
 
 
-def _keyless_record_errors(records: bytes) -> list[dict[str, Any]]:
-    """Records without a key, as Kafka reports them for a compacted topic."""
-    out = []
-    index = 0
-    for batch in decode_batches(records):
-        for r in batch.records:
-            if r.key is None:
-                out.append({"batch_index": index, "batch_index_error_message": "Compacted topic cannot accept message without key in topic partition"})
-            index += 1
-    return out
-
-
 def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, version: int, client: str | None, to_flush: list[Log]) -> dict[str, Any]:
+    """Validate and append one partition's records, in Kafka's order: the request checks
+    (ProduceRequest.validateRecords), the batch checks (size, CRC), the record checks
+    (LogValidator), the segment size. Like Kafka, only record-validation errors carry an
+    error_message and the log start offset; the others send null and -1 (our log line says why)."""
     topic = lg.topic
+    records = records or b""
     try:
-        check_produce_records(version, records or b"")
-        headers = validate_batches(records or b"")
-        if len(headers) > 1:
-            raise InvalidRecordError(f"Produce requests with version {version} are only allowed to contain exactly one record batch per partition")
+        valid = check_produce_records(version, records)
+        if valid < len(records):
+            log.info("produce to %s-%d from %s: ignoring %d bytes after the batch that are not a complete batch",
+                     topic, index, client, len(records) - valid)
+            records = records[:valid]
+        headers = validate_batches(records)
     except InvalidRecordError as e:
         log.warning("rejected produce to %s-%d from %s: %s", topic, index, client, e)
-        return _partition_result(index, errors.INVALID_RECORD, str(e))
+        return _partition_result(index, errors.INVALID_RECORD)
     except UnsupportedCompressionError as e:
         log.warning("rejected produce to %s-%d from %s: %s", topic, index, client, e)
-        return _partition_result(index, errors.UNSUPPORTED_COMPRESSION_TYPE, str(e))
+        return _partition_result(index, errors.UNSUPPORTED_COMPRESSION_TYPE)
     except CorruptRecordError as e:
         log.warning("rejected produce to %s-%d from %s: %s", topic, index, client, e)
-        return _partition_result(index, errors.CORRUPT_MESSAGE, str(e))
+        return _partition_result(index, errors.CORRUPT_MESSAGE)
     config = lg.config
     for h in headers:
         if h.size > config.max_message_bytes:
-            msg = f"The request included a message larger than the max message size the server will accept: batch of {h.size} bytes > max.message.bytes {config.max_message_bytes}"
-            log.info("rejected produce to %s-%d from %s: %s", topic, index, client, msg)
-            return _partition_result(index, errors.MESSAGE_TOO_LARGE, msg)
+            log.info("rejected produce to %s-%d from %s: batch of %d bytes > max.message.bytes %d",
+                     topic, index, client, h.size, config.max_message_bytes)
+            return _partition_result(index, errors.MESSAGE_TOO_LARGE)
+    try:
+        validate_records(records, headers, config, f"{topic}-{index}", int(time.time() * 1000))
+    except RecordValidationError as e:
+        log.info("rejected produce to %s-%d from %s: %s (first: %s)", topic, index, client, e, e.record_errors[0][1])
+        return _partition_result(
+            index, e.error_code, e.message, log_start_offset=lg.log_start_offset,
+            record_errors=[{"batch_index": i, "batch_index_error_message": m} for i, m in e.record_errors],
+        )
     if len(records) > config.segment_bytes:
-        msg = f"The request included message batch larger than the configured segment size on the server: {len(records)} > segment.bytes {config.segment_bytes}"
-        log.info("rejected produce to %s-%d from %s: %s", topic, index, client, msg)
-        return _partition_result(index, errors.RECORD_LIST_TOO_LARGE, msg)
-    if config.compact:
-        record_errors = _keyless_record_errors(records)
-        if record_errors:
-            msg = f"One or more records have been rejected: compacted topic {topic} cannot accept a record without a key ({len(record_errors)} keyless)"
-            log.info("rejected produce to %s-%d from %s: %s", topic, index, client, msg)
-            return _partition_result(index, errors.INVALID_RECORD, msg, record_errors=record_errors)
+        log.info("rejected produce to %s-%d from %s: batch of %d bytes > segment.bytes %d",
+                 topic, index, client, len(records), config.segment_bytes)
+        return _partition_result(index, errors.RECORD_LIST_TOO_LARGE)
     try:
         info = lg.append_as_leader(bytearray(records), headers)
     except ProducerStateError as e:
@@ -96,7 +95,7 @@ def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, ve
     except StorageError as e:
         # Disk full, read-only file system...: nothing of the batch stays in the log.
         log.warning("produce to %s-%d from %s failed: %s", topic, index, client, e)
-        return _partition_result(index, errors.KAFKA_STORAGE_ERROR, f"Disk error when trying to access log file on the disk: {e}")
+        return _partition_result(index, errors.KAFKA_STORAGE_ERROR)
     if info.needs_flush:
         to_flush.append(lg)
     broker.notify_append(topic, index)
@@ -119,7 +118,7 @@ async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader
             lg = lm.get_log(t.name, p.index)
             if lg is None:
                 log.info("rejected produce to %s-%d from %s: unknown topic or partition", t.name, p.index, header.client_id)
-                results.append(_partition_result(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."))
+                results.append(_partition_result(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             flushing = len(to_flush)
             results.append(append_to_log(broker, lg, p.index, p.records, header.api_version, header.client_id, to_flush))
@@ -133,8 +132,7 @@ async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader
         except OSError as e:
             log.warning("flush of %s-%d failed: %s", lg.topic, lg.partition, e)
             for r in flushed_results.get(id(lg), []):
-                r.update(error_code=errors.KAFKA_STORAGE_ERROR, base_offset=-1, log_append_time=-1,
-                         error_message=f"Disk error when trying to flush the log to the disk: {e.strerror or e}")
+                r.update(error_code=errors.KAFKA_STORAGE_ERROR, base_offset=-1, log_append_time=-1, log_start_offset=-1)
     if acks == 0:
         return None
     return {"responses": responses, "throttle_time": 0}

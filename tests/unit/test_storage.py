@@ -791,9 +791,11 @@ def test_largest_timestamps_survive_recovery_and_restart(tmp_path):
         assert [(s.base_offset, s.largest_timestamp(), s.offset_of_max_timestamp) for s in lg.segments[:-1]] == [
             (12 * i, TS0 + 10 * (4 * i + 3), 12 * i + 11) for i in range(4)
         ]
-        # ListOffsets by timestamp: the first batch with max timestamp >= TS0 + 30 is offsets 9-11.
-        pos, h, seg, _ = lg.fetch_offset_by_timestamp(TS0 + 30)
-        assert (seg.base_offset, h.base_offset) == (0, 9)
+        # ListOffsets by timestamp: the first batch with max timestamp >= TS0 + 30 is offsets 9-11,
+        # and its first record with a timestamp >= TS0 + 30 is offset 9 (records of a batch share
+        # its timestamp here).
+        ts, offset, epoch = lg.fetch_offset_by_timestamp(TS0 + 30)
+        assert (ts, offset) == (TS0 + 30, 9)
     finally:
         lg.close()
 
