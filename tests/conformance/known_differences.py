@@ -20,6 +20,18 @@ KNOWN: list[Known] = [
         "'Invalid value 100 for configuration segment.bytes: Value must be at least 1048576')",
         "storage/log_config.py: segment.bytes is defined with at_least=14 (Kafka 3's minimum)",
     ),
+    # ------------------------------------------------------------------ delete_records
+    Known(
+        "delete_records",
+        ("list_offsets_by_old_timestamp",),
+        "Timing only (same rule on both since UnifiedLog.fetchOffsetByTimestamp was followed: search the first "
+        "segment whose largest timestamp is >= the target, which holds nothing at or above the new log start, "
+        "so -1): the ListOffsets is pipelined right behind DeleteRecords, but a retention check (every second "
+        "here) can still delete the segments below the log start on one broker in between, and that broker "
+        "then answers the log start (135)",
+        "not a code difference: storage/log.py Log.fetch_offset_by_timestamp() and retention timing",
+        intermittent=True,
+    ),
     # ------------------------------------------------------------------ group_rebalance
     Known(
         "group_rebalance",
