@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kafka_sidecar.storage.log_manager import CleanerConfig, LogManager
+from kafka_sidecar.storage.log_manager import CleanerConfig, DataDirError, LogManager
 
 from .config import BrokerConfig
 from .connection import Connection, admit
@@ -26,6 +26,9 @@ from .groups.coordinator import GroupCoordinator
 from .listeners import Endpoint, ListenerError, advertised_host_for, start_listener
 from .logging_setup import Progress
 from .metrics import Metrics
+from .security.authorizer import create_authorizer
+from .security.credentials import ScramCredentialStore
+from .security.listener import ListenerSecurity, build_listener_security
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,13 @@ class Broker:
         # Kafka listeners (server/listeners.py); ``host``/``port`` alone make one PLAINTEXT listener.
         self.listeners: list[Endpoint] = list(listeners or [Endpoint("PLAINTEXT", host, port)])
         self.advertised_listeners: dict[str, Endpoint] = dict(advertised or {})
+        # TLS contexts and SASL settings per listener (server/security): a bad setting is a
+        # ConfigError here, before anything starts. SCRAM credentials live in the data dir.
+        self.listener_security: dict[str, ListenerSecurity] = build_listener_security(config, self.listeners)
+        self.scram_store = ScramCredentialStore.empty(self.data_dir)
+        for sec in self.listener_security.values():
+            if sec.sasl is not None:
+                sec.sasl.scram_lookup = self._scram_credential
         self.host = self.listeners[0].host
         self.port = self.listeners[0].port
         self.bound_ports: dict[str, int] = {}
@@ -68,6 +78,8 @@ class Broker:
         self._producer_id_lock = asyncio.Lock()
         # Consumer groups and committed offsets (server/groups), stored in __consumer_offsets.
         self.group_coordinator = GroupCoordinator(self)
+        # ACL authorizer (server/security/authorizer.py): authorizer.class.name, ACLs in sidecar-acls.json.
+        self.authorizer = create_authorizer(config, self.data_dir)
 
     @property
     def cluster_id(self) -> str:
@@ -101,7 +113,15 @@ class Broker:
 
     # ---- lifecycle ------------------------------------------------------------------
 
+    def _scram_credential(self, user: str, mechanism: str):
+        return self.scram_store.get(user, mechanism)
+
     async def start(self) -> None:
+        try:
+            self.scram_store = await self.run_blocking(ScramCredentialStore.load, self.data_dir)
+        except OSError as e:
+            raise DataDirError(str(e)) from None
+        await self.run_blocking(self.authorizer.load)  # the ACLs (a damaged ACL file stops the start)
         self.state = "loading logs"
         watcher = asyncio.create_task(self._watch_loading())
         try:
@@ -161,7 +181,7 @@ class Broker:
     async def _on_connection(self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not admit(self, writer):  # max.connections
             return
-        conn = Connection(self, reader, writer)
+        conn = Connection(self, reader, writer, self.listener_security.get(listener))
         conn.listener = listener  # which listener's advertised endpoint Metadata answers with
         self.metrics.connections_opened[listener] += 1
         self.connections.add(conn)

@@ -109,6 +109,45 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("allow.everyone.if.no.acl.found", "boolean", False),
     ]
 }
+# Authentication limits of Kafka's SocketServer/SaslServerAuthenticator (server/security).
+BROKER_CONFIGS["sasl.server.max.receive.size"] = ConfigDef("sasl.server.max.receive.size", "int", 524288, at_least=1)
+BROKER_CONFIGS["connection.failed.authentication.delay.ms"] = ConfigDef(
+    "connection.failed.authentication.delay.ms", "int", 100, at_least=0)
+
+# Kafka's per-listener settings: ``listener.name.<listener, lower case>.<key>`` overrides ``<key>``
+# for that listener, and ``listener.name.<listener>.<mechanism, lower case>.<key>`` for one SASL
+# mechanism on it (Kafka's ListenerName.configPrefix / saslMechanismPrefix). Only the keys
+# kafka-sidecar applies per listener are known in that form; others are warned about as unknown.
+_LISTENER_PREFIXED = re.compile(r"listener\.name\.([^.]+)\.(.+)")
+LISTENER_KEYS = frozenset(
+    k for k in BROKER_CONFIGS if k.startswith(("ssl.", "sasl.")) and k != "sasl.mechanism.inter.broker.protocol"
+) | {"connections.max.reauth.ms"}
+MECHANISM_KEYS = frozenset({"sasl.jaas.config", "connections.max.reauth.ms"})
+_MECHANISM = re.compile(r"[a-z0-9][a-z0-9_\-]*")
+
+
+def listener_key(listener: str, key: str, mechanism: str | None = None) -> str:
+    """The prefixed name of ``key`` for a listener (and a SASL mechanism), as Kafka spells it."""
+    prefix = f"listener.name.{listener.lower()}."
+    return prefix + (f"{mechanism.lower()}." if mechanism else "") + key
+
+
+def definition(name: str) -> ConfigDef | None:
+    """The definition that parses ``name``: a broker config, a topic config's broker synonym, or a
+    listener-prefixed key (with the unprefixed key's type and checks)."""
+    cdef = BROKER_CONFIGS.get(name) or _TOPIC_BY_SYNONYM.get(name)
+    if cdef is not None:
+        return cdef
+    m = _LISTENER_PREFIXED.fullmatch(name)
+    if m is None:
+        return None
+    rest = m.group(2)
+    if rest in LISTENER_KEYS:
+        return BROKER_CONFIGS[rest]
+    mechanism, _, key = rest.partition(".")
+    if key in MECHANISM_KEYS and _MECHANISM.fullmatch(mechanism):
+        return BROKER_CONFIGS[key]
+    return None
 
 _TOPIC_BY_SYNONYM: dict[str, ConfigDef] = {c.broker_synonym: c for c in TOPIC_CONFIGS.values() if c.broker_synonym}
 
@@ -218,7 +257,7 @@ class BrokerConfig:
         layers += [(name, raw, "--override") for name, raw in (overrides or {}).items()]
         for name, raw, source in layers:
             cfg.originals[name] = raw
-            cdef = BROKER_CONFIGS.get(name) or _TOPIC_BY_SYNONYM.get(name)
+            cdef = definition(name)
             if cdef is None:
                 if name not in cfg.unknown:
                     cfg.unknown.append(name)
@@ -241,10 +280,29 @@ class BrokerConfig:
                 out.append((name, self.values.get(name), self.sources[name]))
             else:
                 out.append((name, default_value(name), "default"))
-        return out
+        prefixed = sorted(n for n in self.sources if n.startswith("listener.name.") and n not in BROKER_CONFIGS)
+        out += [(n, self.values.get(n), self.sources[n]) for n in prefixed]
+        return sorted(out)
 
     def get(self, name: str) -> Any:
         return self.values.get(name)
+
+    def for_listener(self, listener: str, key: str, mechanism: str | None = None) -> Any:
+        """``key`` for one listener (and SASL mechanism): the most specific value that is set
+        (``listener.name.<l>.<mechanism>.<key>``, then ``listener.name.<l>.<key>``), else ``key``'s."""
+        names = ([listener_key(listener, key, mechanism)] if mechanism else []) + [listener_key(listener, key)]
+        for name in names:
+            if name in self.sources:
+                return self.values[name]
+        return self.get(key)
+
+    def source_for_listener(self, listener: str, key: str, mechanism: str | None = None) -> tuple[str, str] | None:
+        """(name, source) of the value ``for_listener`` uses, None when it is the default."""
+        names = ([listener_key(listener, key, mechanism)] if mechanism else []) + [listener_key(listener, key)]
+        for name in [*names, key]:
+            if self.sources.get(name, "default") != "default":
+                return name, self.sources[name]
+        return None
 
     def is_set(self, name: str) -> bool:
         return self.sources.get(name, "default") != "default"

@@ -16,6 +16,14 @@ Limits (each bounds what one client can make the server hold):
   client stopped reading answers); a request being handled (a Fetch long-poll,
   a JoinGroup) does not count as idle;
 - ``max.connections``: connections beyond it are closed at once (``admit``).
+
+Security (server/security): on an SSL or SASL_SSL listener the TLS handshake comes first
+(one log line if it fails); on a SASL listener the SASL authenticator gates every frame until
+authentication completes (frames up to ``sasl.server.max.receive.size``; anything but
+ApiVersions/SaslHandshake/SaslAuthenticate closes the connection), answers a failure after
+``connection.failed.authentication.delay.ms`` and then closes, and closes a connection whose
+session expired (``connections.max.reauth.ms``) unless it re-authenticates. TLS transports
+cannot ``sendfile``: Fetch falls back to writes there.
 """
 
 from __future__ import annotations
@@ -23,22 +31,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import socket
+import ssl
 import struct
 import time
 from typing import TYPE_CHECKING, Any
 
-from kafka_sidecar.protocol.framing import FrameError
+from kafka_sidecar.protocol.framing import API_VERSIONS_KEY, FrameError
 from kafka_sidecar.storage.log_segment import FileSlice
 
-from .dispatch import ProtocolViolation, handle_request
+from .dispatch import SUPPORTED_APIS, ProtocolViolation, handle_request
+from .security.sasl import AuthenticationClose, Gate, SaslServerAuthenticator
+from .security.tls import NoMatchingRule, ssl_principal
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .security.listener import ListenerSecurity
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+_API_PEEK = struct.Struct(">hh")
 # The transport's write buffer high-water mark: above it ``drain`` waits, and no further
 # request is read from that connection until the client has read enough of its answers.
 WRITE_BUFFER_HIGH = 1 << 20
@@ -80,10 +94,14 @@ def admit(broker: Broker, writer: asyncio.StreamWriter) -> bool:
 
 
 class Connection:
-    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 security: ListenerSecurity | None = None) -> None:
         self.broker = broker
         self.reader = reader
         self.writer = writer
+        # The listener's TLS/SASL settings (server/security/listener.py); None on PLAINTEXT.
+        self.security = security
+        self.sasl: SaslServerAuthenticator | None = None
         self.peer = _peer(writer)
         peer = writer.get_extra_info("peername")
         self.client_host: str = peer[0] if peer else ""
@@ -127,14 +145,75 @@ class Connection:
         if not self.writer.is_closing():
             self.writer.close()
 
+    async def _secure(self) -> bool:
+        """The listener's TLS handshake and SASL set-up; False if the connection was closed.
+
+        Called first thing in ``serve``: nothing awaited before ``start_tls`` pauses reading, so
+        no byte of the client's handshake can land in the plain stream reader.
+        """
+        sec = self.security
+        assert sec is not None
+        if sec.ssl_context is not None:
+            try:
+                await self.writer.start_tls(sec.ssl_context, ssl_handshake_timeout=sec.handshake_timeout)
+            except (OSError, EOFError, TimeoutError) as e:
+                reason = re.sub(r" \(_ssl\.c:\d+\)$", "", str(e)) or type(e).__name__
+                if isinstance(e, ssl.SSLCertVerificationError) and e.verify_message:
+                    reason = f"certificate verify failed: {e.verify_message}"
+                log.warning("failed authentication from %s (listener %s): SSL handshake failed: %s",
+                            self.peer, sec.endpoint.name, reason)
+                self.writer.transport.abort()
+                return False
+            self.writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+            self._sendfile_ok = False  # TLS transports cannot sendfile (the bytes must be encrypted)
+            if sec.sasl is None:
+                assert sec.principal_mapper is not None
+                try:
+                    self.principal = ssl_principal(self.writer.get_extra_info("ssl_object"), sec.principal_mapper)
+                except (NoMatchingRule, ValueError) as e:
+                    log.warning("failed authentication from %s (listener %s): cannot map the client certificate "
+                                "to a principal: %s", self.peer, sec.endpoint.name, e)
+                    self.writer.transport.abort()
+                    return False
+                log.debug("connection from %s: TLS as %s", self.peer, self.principal)
+        if sec.sasl is not None:
+            self.sasl = SaslServerAuthenticator(sec.sasl, self.peer)
+        return True
+
+    async def _authentication_failed(self, response: list[Any] | None) -> None:
+        """Kafka delays a failed authentication's answer and the close (brute force gets slow)."""
+        assert self.sasl is not None
+        delay = self.sasl.settings.failed_delay_ms
+        if delay > 0:
+            await asyncio.sleep(delay / 1000)
+        if response:
+            await self.send(response)
+
+    def _gate(self, frame: bytes) -> Gate:
+        """The SASL authenticator's verdict on a frame (AuthenticationClose closes)."""
+        assert self.sasl is not None
+        api_key = version = None
+        if len(frame) >= 4:
+            api_key, version = _API_PEEK.unpack_from(frame, 0)
+        spec = SUPPORTED_APIS.get(API_VERSIONS_KEY)
+        version_ok = api_key != API_VERSIONS_KEY or (spec is not None and spec.min_version <= (version or 0) <= spec.max_version)
+        return self.sasl.gate(frame, api_key, version_ok)
+
     async def serve(self) -> None:
         try:
+            if self.security is not None and not await self._secure():
+                return
             while True:
                 try:
                     head = await self.reader.readexactly(4)
                 except asyncio.IncompleteReadError:
                     return
                 (size,) = _SIZE.unpack(head)
+                sasl_limit = self.sasl.receive_limit if self.sasl is not None else None
+                if sasl_limit is not None and not 0 <= size <= sasl_limit:
+                    log.warning("closing connection from %s: frame size %d during SASL authentication is outside "
+                                "0..%d (sasl.server.max.receive.size)", self.peer, size, sasl_limit)
+                    return
                 if size < 0 or size > self.broker.max_request_size:
                     log.warning(
                         "closing connection from %s: frame size %d is outside 0..%d (socket.request.max.bytes)",
@@ -147,6 +226,22 @@ class Connection:
                     log.warning("closing connection from %s: truncated frame (%d of %d bytes)", self.peer, len(e.partial), size)
                     return
                 self._last_active = time.monotonic()
+                sasl = self.sasl
+                if sasl is not None:
+                    try:
+                        gate = self._gate(frame)
+                        if gate is Gate.RAW_TOKEN:  # SaslHandshake v0: a bare token, a bare answer
+                            token = sasl.evaluate_raw(frame)
+                            if sasl.authenticated:
+                                self.principal = sasl.principal or self.principal
+                            if token is not None:
+                                await self.send([_SIZE.pack(len(token)) + token])
+                            continue
+                    except AuthenticationClose as e:
+                        log.warning("closing connection from %s: %s", self.peer, e)
+                        if sasl.close_after_response:
+                            await self._authentication_failed(None)
+                        return
                 self._busy = True
                 try:
                     response = await handle_request(self.broker, self, frame)
@@ -156,6 +251,9 @@ class Connection:
                 finally:
                     self._busy = False
                     self._last_active = time.monotonic()
+                if sasl is not None and sasl.close_after_response:
+                    await self._authentication_failed(response)
+                    return
                 if response is not None:
                     await self.send(response)
                     self._last_active = time.monotonic()

@@ -24,6 +24,7 @@ from kafka_sidecar.protocol.framing import (
 from kafka_sidecar.protocol.messages import decode_request_body, encode_body, is_flexible_request
 
 from .apis import (
+    acls,
     cluster,
     configs,
     delete_records,
@@ -34,6 +35,9 @@ from .apis import (
     metadata,
     produce,
     producer_id,
+    quotas,
+    sasl,
+    scram,
     topics,
 )
 
@@ -103,6 +107,16 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(37, "CreatePartitions", 0, 3, topics.handle_create_partitions),
         ApiSpec(60, "DescribeCluster", 0, 2, cluster.handle_describe_cluster),
         ApiSpec(75, "DescribeTopicPartitions", 0, 0, cluster.handle_describe_topic_partitions),
+        # Authentication (server/apis/sasl.py, scram.py, quotas.py): Kafka 4.1's version ranges.
+        ApiSpec(17, "SaslHandshake", 0, 1, sasl.handle_sasl_handshake),
+        ApiSpec(36, "SaslAuthenticate", 0, 2, sasl.handle_sasl_authenticate),
+        ApiSpec(48, "DescribeClientQuotas", 0, 1, quotas.handle_describe_client_quotas),
+        ApiSpec(50, "DescribeUserScramCredentials", 0, 0, scram.handle_describe_user_scram_credentials),
+        ApiSpec(51, "AlterUserScramCredentials", 0, 0, scram.handle_alter_user_scram_credentials),
+        # ACLs (server/apis/acls.py): Kafka 4.1's version ranges.
+        ApiSpec(29, "DescribeAcls", 1, 3, acls.handle_describe_acls),
+        ApiSpec(30, "CreateAcls", 1, 3, acls.handle_create_acls),
+        ApiSpec(31, "DeleteAcls", 1, 3, acls.handle_delete_acls),
     ]
 }
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from kafka_sidecar.storage.log_config import ConfigError
 
 DEFAULT_PROTOCOL_MAP = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"}
-SUPPORTED_PROTOCOLS = {"PLAINTEXT"}
+# Every Kafka security protocol: TLS and SASL are set up per listener by server/security.
+SUPPORTED_PROTOCOLS = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
 # Kafka's EndPoint.uriParseExp: NAME://[host]:port, host possibly in brackets.
 _URI = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 _WILDCARDS = {"", "0.0.0.0", "::"}

@@ -5,8 +5,11 @@ AuthHelper.computeDescribeClusterResponse, and DescribeTopicPartitionsRequestHan
 KRaftMetadataCache.describeTopicResponse), for our single broker: node 1 is the only broker,
 never fenced, and (as a KRaft broker reports "a random alive broker") the controller id;
 every partition is led by it with replicas and ISR [1] and an empty ELR, as on a fresh
-Kafka partition. There is no authorizer, so authorized-operation fields carry every
-operation the resource supports, as Kafka without an authorizer reports them.
+Kafka partition. Authorized-operation fields carry the operations the authorizer allows (every
+operation the resource supports without an authorizer, as Kafka reports them); DescribeCluster
+is answered to anyone (its cluster operations are 0 without DESCRIBE on the cluster), and
+DescribeTopicPartitions leaves out the topics the client may not DESCRIBE when listing all, and
+answers the named ones TOPIC_AUTHORIZATION_FAILED, after the others.
 """
 
 from __future__ import annotations
@@ -18,12 +21,9 @@ from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.storage.log_manager import InvalidTopicError, validate_topic_name
 
-from .metadata import (
-    AUTHORIZED_OPERATIONS_OMITTED,
-    CLUSTER_AUTHORIZED_OPERATIONS,
-    INTERNAL_TOPICS,
-    TOPIC_AUTHORIZED_OPERATIONS,
-)
+from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
+from .metadata import AUTHORIZED_OPERATIONS_OMITTED, INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -62,7 +62,10 @@ async def handle_describe_cluster(broker: Broker, conn: Connection, header: Requ
             f"The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type {_ENDPOINT_NAMES[endpoint_type]}",
         )
     host, port = broker.endpoint_for(getattr(conn, "listener", None))
-    operations = CLUSTER_AUTHORIZED_OPERATIONS if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+    operations = AUTHORIZED_OPERATIONS_OMITTED
+    if request.include_cluster_authorized_operations:
+        az = broker.authorizer
+        operations = az.authorized_operations(conn, ResourceType.CLUSTER, CLUSTER_NAME) if az.authorize_cluster(conn, header, AclOperation.DESCRIBE) else 0
     return {
         "throttle_time": 0,
         "error_code": errors.NONE,
@@ -121,9 +124,17 @@ async def handle_describe_topic_partitions(broker: Broker, conn: Connection, hea
     limit = broker.config.get("max.request.partition.size.limit") or MAX_REQUEST_PARTITION_SIZE_LIMIT
     remaining = max(min(limit, request.response_partition_limit), 1)
     topics: list[dict[str, Any]] = []
+    unauthorized: list[dict[str, Any]] = []
     next_cursor = None
+    az = broker.authorizer
     # Java's String order is UTF-16 code unit order: the same as Python's for legal topic names (ASCII).
     for name in sorted(names):
+        # DESCRIBE on each topic, as Kafka's stream checks it: up to the one the next cursor names.
+        if not az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            if not fetch_all:
+                unauthorized.append({"error_code": TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": ZERO_UUID,
+                                     "is_internal": False, "partitions": []})
+            continue
         if remaining <= 0:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
@@ -137,7 +148,7 @@ async def handle_describe_topic_partitions(broker: Broker, conn: Connection, hea
                     code = errors.INVALID_TOPIC_EXCEPTION
                 topics.append({
                     "error_code": code, "name": name, "topic_id": ZERO_UUID, "is_internal": name in INTERNAL_TOPICS,
-                    "partitions": [], "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS,
+                    "partitions": [], "topic_authorized_operations": az.authorized_operations(conn, ResourceType.TOPIC, name),
                 })
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
@@ -145,10 +156,10 @@ async def handle_describe_topic_partitions(broker: Broker, conn: Connection, hea
         partitions = [_partition(broker, p) for p in range(start, upper)]
         topics.append({
             "error_code": errors.NONE, "name": name, "topic_id": info.topic_id, "is_internal": name in INTERNAL_TOPICS,
-            "partitions": partitions, "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS,
+            "partitions": partitions, "topic_authorized_operations": az.authorized_operations(conn, ResourceType.TOPIC, name),
         })
         if upper < info.partitions:
             next_cursor = {"topic_name": name, "partition_index": upper}
             break
         remaining -= len(partitions)
-    return {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor}
+    return {"throttle_time": 0, "topics": topics + unauthorized, "next_cursor": next_cursor}

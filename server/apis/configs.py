@@ -51,6 +51,13 @@ from kafka_sidecar.storage.log_config import (
 from kafka_sidecar.storage.log_manager import InvalidTopicError, validate_topic_name
 
 from ..broker_config_defs import BROKER_CONFIG_DEFS
+from ..security.acls import AclOperation, ResourceType
+from ..security.authorizer import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    ERROR_MESSAGES,
+    GROUP_AUTHORIZATION_FAILED,
+    TOPIC_AUTHORIZATION_FAILED,
+)
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -346,19 +353,41 @@ def _unsupported_type(rtype: int) -> str:
     return f"Unknown resource type {rtype}"
 
 
+def _config_authorization_error(broker: Broker, conn: Connection, header: RequestHeader, rtype: int, name: str,
+                                op: AclOperation) -> int | None:
+    """ConfigHelper / ControllerApis.authorizeAlterResource: DESCRIBE_CONFIGS (or ALTER_CONFIGS) on
+    the cluster for broker resources, on the topic or group for theirs; the error code if denied."""
+    az = broker.authorizer
+    if rtype in (BROKER, BROKER_LOGGER, CLIENT_METRICS):
+        return None if az.authorize_cluster(conn, header, op) else CLUSTER_AUTHORIZATION_FAILED
+    if rtype == TOPIC:
+        return None if az.authorize(conn, header, op, ResourceType.TOPIC, name) else TOPIC_AUTHORIZATION_FAILED
+    if rtype == GROUP:
+        return None if az.authorize(conn, header, op, ResourceType.GROUP, name) else GROUP_AUTHORIZATION_FAILED
+    return None
+
+
 async def handle_describe_configs(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     include_documentation = bool(getattr(request, "include_documentation", False))
     results = []
+    denied = []
     for resource in request.resources:
         result: dict[str, Any] = {"error_code": errors.NONE, "error_message": "", "configs": []}
+        code = _config_authorization_error(broker, conn, header, resource.resource_type, resource.resource_name, AclOperation.DESCRIBE_CONFIGS)
+        if code is not None:
+            # Answered after the authorized resources, with Errors.message() (ConfigHelper).
+            result.update(error_code=code, error_message=ERROR_MESSAGES[code],
+                          resource_type=resource.resource_type, resource_name=resource.resource_name)
+            denied.append(result)
+            continue
         try:
             result["configs"] = _describe(broker, resource, include_synonyms, include_documentation)
         except ApiError as e:
             result.update(error_code=e.code, error_message=e.message)
         result.update(resource_type=resource.resource_type, resource_name=resource.resource_name)
         results.append(result)
-    return {"throttle_time": 0, "results": results}
+    return {"throttle_time": 0, "results": results + denied}
 
 
 # ---- topic changes -----------------------------------------------------------------------------
@@ -530,13 +559,13 @@ def _preflight(resources: list[Any], incremental: bool) -> dict[int, ApiError]:
 _ALTER_LOCKS: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
-async def _alter(broker: Broker, request: Any, incremental: bool) -> dict[str, Any]:
+async def _alter(broker: Broker, conn: Connection, header: RequestHeader, request: Any, incremental: bool) -> dict[str, Any]:
     lock = _ALTER_LOCKS.setdefault(broker, asyncio.Lock())
     async with lock:
-        return await _alter_locked(broker, request, incremental)
+        return await _alter_locked(broker, conn, header, request, incremental)
 
 
-async def _alter_locked(broker: Broker, request: Any, incremental: bool) -> dict[str, Any]:
+async def _alter_locked(broker: Broker, conn: Connection, header: RequestHeader, request: Any, incremental: bool) -> dict[str, Any]:
     lm = broker.log_manager
     validate_only = bool(request.validate_only)
     failed = _preflight(list(request.resources), incremental)
@@ -546,6 +575,10 @@ async def _alter_locked(broker: Broker, request: Any, incremental: bool) -> dict
         try:
             if i in failed:
                 raise failed[i]
+            # ALTER_CONFIGS on the cluster (broker configs) or the topic (ControllerApis.authorizeAlterResource).
+            code = _config_authorization_error(broker, conn, header, rtype, name, AclOperation.ALTER_CONFIGS)
+            if code is not None:
+                raise ApiError(code, ERROR_MESSAGES[code])
             if rtype == BROKER:
                 if name:
                     _check_node_id(broker, name)
@@ -579,8 +612,8 @@ async def _alter_locked(broker: Broker, request: Any, incremental: bool) -> dict
 
 
 async def handle_alter_configs(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    return await _alter(broker, request, incremental=False)
+    return await _alter(broker, conn, header, request, incremental=False)
 
 
 async def handle_incremental_alter_configs(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    return await _alter(broker, request, incremental=True)
+    return await _alter(broker, conn, header, request, incremental=True)

@@ -16,6 +16,9 @@ from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import ms
 from kafka_sidecar.storage.log import OffsetOutOfRangeError
 
+from ..security.acls import AclOperation, ResourceType
+from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
+
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..connection import Connection
@@ -41,11 +44,16 @@ def _delete_partition(broker: Broker, topic: str, partition: int, offset: int) -
         return errors.OFFSET_OUT_OF_RANGE, -1
 
 
-def _delete_all(broker: Broker, request: Any) -> list[dict[str, Any]]:
+def _delete_all(broker: Broker, request: Any, deletable: set[str] | None = None) -> list[dict[str, Any]]:
+    """Every requested partition; those of topics not in ``deletable`` (None: all are) get
+    TOPIC_AUTHORIZATION_FAILED, before their existence is looked at (KafkaApis)."""
     topics = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
+            if deletable is not None and t.name not in deletable:
+                parts.append({"partition_index": p.partition_index, "low_watermark": -1, "error_code": TOPIC_AUTHORIZATION_FAILED})
+                continue
             code, low = _delete_partition(broker, t.name, p.partition_index, p.offset)
             parts.append({"partition_index": p.partition_index, "low_watermark": low, "error_code": code})
         topics.append({"name": t.name, "partitions": parts})
@@ -54,13 +62,18 @@ def _delete_all(broker: Broker, request: Any) -> list[dict[str, Any]]:
 
 async def handle_delete_records(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
     timeout = ms(request.timeout) / 1000
-    work = broker.run_blocking(_delete_all, broker, request)
+    deletable = None
+    if broker.authorizer.enabled:  # DELETE on each topic
+        deletable = broker.authorizer.filter(conn, header, AclOperation.DELETE, ResourceType.TOPIC, [t.name for t in request.topics])
+    work = broker.run_blocking(_delete_all, broker, request, deletable)
     try:
         topics = await asyncio.wait_for(asyncio.shield(work), timeout) if timeout > 0 else await work
     except TimeoutError:
         # The offsets still move (the work was started); the client is told it timed out, as Kafka's purgatory does.
         topics = [
-            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "low_watermark": -1, "error_code": errors.REQUEST_TIMED_OUT} for p in t.partitions]}
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "low_watermark": -1,
+                                             "error_code": errors.REQUEST_TIMED_OUT if deletable is None or t.name in deletable else TOPIC_AUTHORIZATION_FAILED}
+                                            for p in t.partitions]}
             for t in request.topics
         ]
     return {"throttle_time": 0, "topics": topics}

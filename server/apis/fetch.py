@@ -19,13 +19,17 @@ from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import ms
 from kafka_sidecar.storage.log import OffsetOutOfRangeError
 
+from ..security.acls import AclOperation, ResourceType
+from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
+
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..connection import Connection
 
 
-def _read_all(broker: Broker, version: int, request: Any) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
-    """One pass over the requested partitions: (topics, bytes, any error, partitions read)."""
+def _read_all(broker: Broker, version: int, request: Any, readable: set[str] | None = None) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
+    """One pass over the requested partitions: (topics, bytes, any error, partitions read).
+    ``readable``: the topics the client may READ (None: all), the others get TOPIC_AUTHORIZATION_FAILED."""
     lm = broker.log_manager
     read_committed = getattr(request, "isolation_level", 0) == 1
     limit = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
@@ -47,6 +51,11 @@ def _read_all(broker: Broker, version: int, request: Any) -> tuple[list[FetchTop
         ft = FetchTopic(name, topic_id if topic_id is not None else (info.topic_id if info else None), [])
         out.append(ft)
         for p in t.partitions:
+            if readable is not None and name not in readable and (info is not None or version < 13):
+                # Kafka checks READ after resolving a topic id and before the topic's existence.
+                ft.partitions.append(FetchPartition(p.partition, TOPIC_AUTHORIZATION_FAILED))
+                has_error = True
+                continue
             lg = lm.get_log(name, p.partition) if info else None
             if lg is None:
                 ft.partitions.append(FetchPartition(p.partition, unknown))
@@ -74,8 +83,18 @@ def _read_all(broker: Broker, version: int, request: Any) -> tuple[list[FetchTop
 async def handle_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> list[Any]:
     version = header.api_version
     deadline = time.monotonic() + ms(request.max_wait) / 1000
+    readable = None
+    if broker.authorizer.enabled:
+        # READ on each topic (KafkaApis.handleFetchRequest), checked once per request.
+        lm = broker.log_manager
+        if version >= 13:
+            infos = [lm.topics_by_id.get(t.topic_id) for t in request.topics]
+            names = [i.name for i in infos if i is not None]
+        else:
+            names = [t.topic for t in request.topics]
+        readable = broker.authorizer.filter(conn, header, AclOperation.READ, ResourceType.TOPIC, names)
     while True:
-        topics, total, has_error, tps = _read_all(broker, version, request)
+        topics, total, has_error, tps = _read_all(broker, version, request, readable)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or has_error or remaining <= 0 or not tps:
             break

@@ -23,6 +23,14 @@ from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import ms
 
 from ..groups.coordinator import GroupCoordinator, JoinRequest, RequestContext
+from ..security.acls import AclOperation, ResourceType
+from ..security.authorizer import (
+    ERROR_MESSAGES,
+    GROUP_AUTHORIZATION_FAILED,
+    TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+)
+from .metadata import AUTHORIZED_OPERATIONS_OMITTED
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -39,6 +47,8 @@ _ERROR_MESSAGES = {
     errors.NONE: "NONE",
     errors.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
     errors.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details.",
+    GROUP_AUTHORIZATION_FAILED: ERROR_MESSAGES[GROUP_AUTHORIZATION_FAILED],
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ERROR_MESSAGES[TRANSACTIONAL_ID_AUTHORIZATION_FAILED],
 }
 
 
@@ -71,35 +81,61 @@ async def handle_find_coordinator(broker: Broker, conn: Connection, header: Requ
     version = header.api_version
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
     keys = list(request.coordinator_keys) if version >= 4 else [request.key]
+    # DESCRIBE on the group (or transactional id) of each key, before anything else (KafkaApis.getCoordinator).
+    az = broker.authorizer
+    denied: dict[str, int] = {}
+    if key_type == GROUP_KEY_TYPE:
+        denied = {k: GROUP_AUTHORIZATION_FAILED for k in keys if not az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, k)}
+    elif key_type == TRANSACTION_KEY_TYPE:
+        denied = {k: TRANSACTIONAL_ID_AUTHORIZATION_FAILED for k in keys
+                  if not az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, k)}
     error = errors.NONE
     if key_type == GROUP_KEY_TYPE:
-        try:
-            await _coordinator(broker).ensure_offsets_topic()
-        except Exception:
-            log.exception("cannot create the offsets topic")
-            error = errors.COORDINATOR_NOT_AVAILABLE
+        if len(denied) < len(keys):
+            try:
+                await _coordinator(broker).ensure_offsets_topic()
+            except Exception:
+                log.exception("cannot create the offsets topic")
+                error = errors.COORDINATOR_NOT_AVAILABLE
     elif key_type == TRANSACTION_KEY_TYPE:
         # No transaction coordinator yet (InitProducerId answers the same for a transactional id).
         error = errors.COORDINATOR_NOT_AVAILABLE
     else:
         error = errors.INVALID_REQUEST  # share groups (KIP-932) and unknown key types
+    no_node = {"node_id": -1, "host": "", "port": -1}
     if error:
-        node = {"node_id": -1, "host": "", "port": -1}
+        node = no_node
     else:
         host, port = broker.endpoint_for(getattr(conn, "listener", None))  # the client's listener, as Kafka
         node = {"node_id": broker.node_id, "host": host, "port": port}
     if version >= 4:
         return {
             "throttle_time": 0,
-            "coordinators": [{"key": k, **node, "error_code": error, "error_message": ""} for k in keys],
+            "coordinators": [
+                {"key": k, **no_node, "error_code": denied[k], "error_message": ""} if k in denied
+                else {"key": k, **node, "error_code": error, "error_message": ""}
+                for k in keys
+            ],
         }
+    if keys[0] in denied:
+        error, node = denied[keys[0]], no_node
     return {"throttle_time": 0, "error_code": error, "error_message": _ERROR_MESSAGES.get(error), **node}
 
 
 # ---- JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13) ------------------------------
 
 
+def _may_read_group(broker: Broker, conn: Connection, header: RequestHeader, group_id: str) -> bool:
+    """READ on the group: what Kafka asks of every member request and of OffsetCommit."""
+    return broker.authorizer.authorize(conn, header, AclOperation.READ, ResourceType.GROUP, group_id)
+
+
 async def handle_join_group(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    if not _may_read_group(broker, conn, header, request.group_id):
+        # JoinGroupRequest.getErrorResponse
+        return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "generation_id": -1, "protocol_type": None,
+                "protocol_name": "" if header.api_version < 7 else None, "leader": "", "skip_assignment": False,
+                "member_id": "", "members": []}
     coordinator = _coordinator(broker)
     await coordinator.ensure_offsets_topic()
     req = JoinRequest(
@@ -124,6 +160,10 @@ async def handle_join_group(broker: Broker, conn: Connection, header: RequestHea
 
 
 async def handle_sync_group(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    mandatory_missing = header.api_version >= 5 and (getattr(request, "protocol_type", None) is None or getattr(request, "protocol_name", None) is None)
+    # Kafka checks v5's mandatory protocol fields first (the coordinator answers that below), then READ on the group.
+    if not mandatory_missing and not _may_read_group(broker, conn, header, request.group_id):
+        return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "protocol_type": None, "protocol_name": None, "assignment": b""}
     coordinator = _coordinator(broker)
     await coordinator.ensure_offsets_topic()
     response = dict(await coordinator.sync_group(
@@ -141,6 +181,8 @@ async def handle_sync_group(broker: Broker, conn: Connection, header: RequestHea
 
 
 async def handle_heartbeat(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    if not _may_read_group(broker, conn, header, request.group_id):
+        return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED}
     error = _coordinator(broker).heartbeat(
         request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
     )
@@ -148,6 +190,8 @@ async def handle_heartbeat(broker: Broker, conn: Connection, header: RequestHead
 
 
 async def handle_leave_group(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    if not _may_read_group(broker, conn, header, request.group_id):
+        return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "members": []}
     coordinator = _coordinator(broker)
     await coordinator.ensure_offsets_topic()
     if header.api_version >= 3:
@@ -190,8 +234,20 @@ def _partition_exists(broker: Broker, topic: str, partition: int) -> bool | None
 async def handle_offset_commit(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
     coordinator = _coordinator(broker)
     builder = _TopicPartitionResults()
+    if not _may_read_group(broker, conn, header, request.group_id):
+        # OffsetCommitRequest.getErrorResponse: the error on every partition.
+        for t in request.topics:
+            for p in t.partitions:
+                builder.add(t.name, p.partition_index, GROUP_AUTHORIZATION_FAILED)
+        return {"throttle_time": 0, "topics": builder.as_list()}
+    az = broker.authorizer
+    readable = az.filter(conn, header, AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics]) if az.enabled else None
     valid: list[tuple[str, list[tuple[int, int, int, str | None]]]] = []
     for t in request.topics:
+        if readable is not None and t.name not in readable:
+            for p in t.partitions:
+                builder.add(t.name, p.partition_index, TOPIC_AUTHORIZATION_FAILED)
+            continue
         if broker.log_manager.topics.get(t.name) is None:
             for p in t.partitions:
                 builder.add(t.name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION)
@@ -220,22 +276,36 @@ async def handle_offset_commit(broker: Broker, conn: Connection, header: Request
     return {"throttle_time": 0, "topics": builder.as_list()}
 
 
-def _fetch_group(coordinator: GroupCoordinator, group_id: str, topics: Any) -> dict[str, Any]:
+def _fetch_group(broker: Broker, conn: Connection, header: RequestHeader, group_id: str, topics: Any) -> dict[str, Any]:
+    """One group of an OffsetFetch, as KafkaApis answers it: DESCRIBE on the group, and on each
+    topic (the others are left out of an all-topics answer, or answered TOPIC_AUTHORIZATION_FAILED
+    after the rest when named)."""
+    az = broker.authorizer
+    if not az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return {"group_id": group_id, "error_code": GROUP_AUTHORIZATION_FAILED, "topics": []}
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    error, result = coordinator.fetch_offsets(group_id, wanted)
-    return {
-        "group_id": group_id,
-        "error_code": error,
-        "topics": [{"name": t, "partitions": rows} for t, rows in result],
-    }
+    denied: list[tuple[str, list[int]]] = []
+    if az.enabled and wanted is not None:
+        describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _ in wanted])
+        denied = [(t, parts) for t, parts in wanted if t not in describable]
+        wanted = [(t, parts) for t, parts in wanted if t in describable]
+    error, result = _coordinator(broker).fetch_offsets(group_id, wanted)
+    if az.enabled and wanted is None and not error:
+        describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _ in result])
+        result = [(t, rows) for t, rows in result if t in describable]
+    out = [{"name": t, "partitions": rows} for t, rows in result]
+    if denied and not error:
+        out += [{"name": t, "partitions": [
+            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": TOPIC_AUTHORIZATION_FAILED}
+            for p in parts]} for t, parts in denied]
+    return {"group_id": group_id, "error_code": error, "topics": out}
 
 
 async def handle_offset_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    coordinator = _coordinator(broker)
     version = header.api_version
     if version >= 8:
-        return {"throttle_time": 0, "groups": [_fetch_group(coordinator, g.group_id, g.topics) for g in request.groups]}
-    group = _fetch_group(coordinator, request.group_id, request.topics)
+        return {"throttle_time": 0, "groups": [_fetch_group(broker, conn, header, g.group_id, g.topics) for g in request.groups]}
+    group = _fetch_group(broker, conn, header, request.group_id, request.topics)
     error = group["error_code"]
     if version < 2 and error:
         # No top-level error before v2: Kafka puts the group error on every partition.
@@ -249,9 +319,17 @@ async def handle_offset_fetch(broker: Broker, conn: Connection, header: RequestH
 
 async def handle_offset_delete(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
     coordinator = _coordinator(broker)
+    az = broker.authorizer
+    if not az.authorize(conn, header, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "topics": []}
+    readable = az.filter(conn, header, AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics]) if az.enabled else None
     builder = _TopicPartitionResults()
     valid: list[tuple[str, list[int]]] = []
     for t in request.topics:
+        if readable is not None and t.name not in readable:
+            for p in t.partitions:
+                builder.add(t.name, p.partition_index, TOPIC_AUTHORIZATION_FAILED)
+            continue
         if broker.log_manager.topics.get(t.name) is None:
             for p in t.partitions:
                 builder.add(t.name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION)
@@ -279,18 +357,39 @@ async def handle_offset_delete(broker: Broker, conn: Connection, header: Request
 
 
 async def handle_list_groups(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    az = broker.authorizer
     error, groups = _coordinator(broker).list_groups(getattr(request, "states_filter", ()), getattr(request, "types_filter", ()))
+    if az.enabled and not az.authorize_cluster(conn, header, AclOperation.DESCRIBE, log_denied=False):
+        # Without DESCRIBE on the cluster, only the groups the client may describe.
+        groups = [g for g in groups if az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, g["group_id"], log_denied=False)]
     return {"throttle_time": 0, "error_code": error, "groups": groups}
 
 
 async def handle_describe_groups(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    groups = _coordinator(broker).describe_groups(
-        list(request.groups), header.api_version, bool(getattr(request, "include_authorized_operations", False)),
-    )
-    return {"throttle_time": 0, "groups": groups}
+    az = broker.authorizer
+    wanted = list(request.groups)
+    # DESCRIBE on each group: the others are answered first, GROUP_AUTHORIZATION_FAILED (DescribeGroupsResponse.groupError).
+    denied = [g for g in wanted if not az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, g)]
+    refused = [{"group_id": g, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_state": "", "protocol_type": "",
+                "protocol_data": "", "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for g in denied]
+    include_ops = bool(getattr(request, "include_authorized_operations", False))
+    groups = _coordinator(broker).describe_groups([g for g in wanted if g not in denied], header.api_version, include_ops)
+    if az.enabled and include_ops and header.api_version >= 3:
+        for g in groups:
+            if g["error_code"] == errors.NONE:
+                g["authorized_operations"] = az.authorized_operations(conn, ResourceType.GROUP, g["group_id"])
+    return {"throttle_time": 0, "groups": refused + groups}
 
 
 async def handle_delete_groups(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
     coordinator = _coordinator(broker)
-    await coordinator.ensure_offsets_topic()
-    return {"throttle_time": 0, "results": coordinator.delete_groups(list(request.groups_names))}
+    names = list(dict.fromkeys(request.groups_names))
+    az = broker.authorizer
+    deletable = az.filter(conn, header, AclOperation.DELETE, ResourceType.GROUP, names) if az.enabled else set(names)
+    allowed = [g for g in names if g in deletable]
+    results = []
+    if allowed or not az.enabled:
+        await coordinator.ensure_offsets_topic()
+        results = coordinator.delete_groups(list(request.groups_names) if not az.enabled else allowed)
+    results += [{"group_id": g, "error_code": GROUP_AUTHORIZATION_FAILED} for g in names if g not in deletable]
+    return {"throttle_time": 0, "results": results}

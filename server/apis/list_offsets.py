@@ -10,6 +10,9 @@ from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.records import decode_batches
 from kafka_sidecar.storage.log import LEADER_EPOCH, Log
 
+from ..security.acls import AclOperation, ResourceType
+from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
+
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..connection import Connection
@@ -83,7 +86,14 @@ async def handle_list_offsets(broker: Broker, conn: Connection, header: RequestH
     # A partition named twice is INVALID_REQUEST in both places (Kafka's duplicatePartitions).
     named = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
     duplicates = {tp for tp, n in named.items() if n > 1}
+    # DESCRIBE on each topic (KafkaApis): the others are answered after the rest, TOPIC_AUTHORIZATION_FAILED.
+    az = broker.authorizer
+    describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t.name for t in request.topics]) if az.enabled else None
+    unauthorized = []
     for t in request.topics:
+        if describable is not None and t.name not in describable:
+            unauthorized.append({"name": t.name, "partitions": [_error(p.partition_index, TOPIC_AUTHORIZATION_FAILED) for p in t.partitions]})
+            continue
         parts = []
         for p in t.partitions:
             if (t.name, p.partition_index) in duplicates:
@@ -98,4 +108,4 @@ async def handle_list_offsets(broker: Broker, conn: Connection, header: RequestH
             else:
                 parts.append(offset_for(lg, p.partition_index, p.timestamp, isolation))
         topics.append({"name": t.name, "partitions": parts})
-    return {"throttle_time": 0, "topics": topics}
+    return {"throttle_time": 0, "topics": topics + unauthorized}

@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 
+from ..security.acls import AclOperation
+from ..security.authorizer import CLUSTER_AUTHORIZATION_FAILED
+
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..connection import Connection
@@ -59,5 +62,7 @@ def _describe(broker: Broker, request: Any) -> list[dict[str, Any]]:
 
 
 async def handle_describe_log_dirs(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    if not broker.authorizer.authorize_cluster(conn, header, AclOperation.DESCRIBE):
+        return {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED, "results": []}
     results = await broker.run_blocking(_describe, broker, request)
     return {"throttle_time": 0, "error_code": errors.NONE, "results": results}

@@ -8,6 +8,8 @@ from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.storage.log_manager import InvalidTopicError, TopicInfo, validate_topic_name
 
+from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
 from .topics import auto_create_topic
 
 if TYPE_CHECKING:
@@ -16,12 +18,9 @@ if TYPE_CHECKING:
 
 # Kafka's "authorized operations not requested" marker.
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
-# Without an authorizer Kafka reports every operation a resource supports (AclEntry.supportedOperations),
-# as a bit field of AclOperation codes: TOPIC = READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
-# DESCRIBE_CONFIGS, ALTER_CONFIGS; CLUSTER = CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
-# DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
-TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # 3576
-CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # 8096
+# Authorized-operations fields come from broker.authorizer.authorized_operations: without an
+# authorizer every operation a resource supports (AclEntry.supportedOperations), as Kafka reports
+# them (TOPIC 3576, CLUSTER 8096), else the ones its ACLs allow.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
@@ -87,8 +86,23 @@ async def _named_topics(broker: Broker, names: list[str], allow_auto: bool) -> l
     return found + invalid + created
 
 
+def _unauthorized_topic(name: str | None, topic_id: Any = None, is_internal: bool = False) -> dict[str, Any]:
+    return {
+        "error_code": TOPIC_AUTHORIZATION_FAILED,
+        "name": name,
+        "topic_id": topic_id,
+        "is_internal": is_internal,
+        "partitions": [],
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
 async def handle_metadata(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    """KafkaApis.handleTopicMetadataRequest: topics the client may not DESCRIBE are left out of an
+    all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (without their id, or
+    without their name when asked by id); auto-creation needs CREATE on the cluster or the topic."""
     lm = broker.log_manager
+    az = broker.authorizer
     version = header.api_version
     requested = request.topics
     if version < 12 and requested:
@@ -100,24 +114,54 @@ async def handle_metadata(broker: Broker, conn: Connection, header: RequestHeade
 
                 raise ProtocolViolation(f"Metadata v{version} does not support null topic names or topic ids")
     topic_ids = [t.topic_id for t in requested or () if getattr(t, "topic_id", None) is not None and t.topic_id.int]
-    if requested is None or (version == 0 and not requested):
-        topics = [topic_metadata(broker, info) for info in list(lm.topics.values())]
+    all_topics = requested is None or (version == 0 and not requested)
+    unauthorized: list[dict[str, Any]] = []
+    if all_topics:
+        infos = list(lm.topics.values())
+        if az.enabled:
+            # Topics the client may not describe are left out (and their denial not logged).
+            allowed = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [i.name for i in infos], log_denied=False)
+            infos = [i for i in infos if i.name in allowed]
+        topics = [topic_metadata(broker, info) for info in infos]
         described = topics
     elif topic_ids:
         # By topic id (v12+): the unknown ids first, then the topics the known ones name.
         ids = list(dict.fromkeys(topic_ids))
         unknown = [_error_topic(None, errors.UNKNOWN_TOPIC_ID, i) for i in ids if i not in lm.topics_by_id]
-        described = [topic_metadata(broker, lm.topics_by_id[i]) for i in ids if i in lm.topics_by_id]
+        known = [lm.topics_by_id[i] for i in ids if i in lm.topics_by_id]
+        if az.enabled:
+            allowed = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [i.name for i in known])
+            # Topic ids are not secret: the id is answered, the name is not.
+            unauthorized = [_unauthorized_topic(None, i.topic_id) for i in known if i.name not in allowed]
+            known = [i for i in known if i.name in allowed]
+        described = [topic_metadata(broker, info) for info in known]
         topics = unknown + described
     else:
         allow_auto = getattr(request, "allow_auto_topic_creation", True) and bool(broker.config.get("auto.create.topics.enable"))
-        topics = described = await _named_topics(broker, list(dict.fromkeys(t.name for t in requested)), allow_auto)
+        names = list(dict.fromkeys(t.name for t in requested))
+        if az.enabled:
+            allowed = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+            denied_describe = [n for n in names if n not in allowed]
+            names = [n for n in names if n in allowed]
+            denied_create: list[str] = []
+            missing = [n for n in names if n not in lm.topics]
+            if allow_auto and missing and not az.authorize_cluster(conn, header, AclOperation.CREATE, log_denied=False):
+                creatable = az.filter(conn, header, AclOperation.CREATE, ResourceType.TOPIC, missing)
+                denied_create = [n for n in missing if n not in creatable]
+                names = [n for n in names if n not in denied_create]
+            # The existence of topics the client may not describe is not disclosed (no id either).
+            unauthorized = [_unauthorized_topic(n, None, n in INTERNAL_TOPICS) for n in denied_create]
+            unauthorized += [_unauthorized_topic(n) for n in denied_describe]
+        topics = described = await _named_topics(broker, names, allow_auto)
     if version >= 8 and getattr(request, "include_topic_authorized_operations", False):
         for t in described:
-            t["topic_authorized_operations"] = TOPIC_AUTHORIZED_OPERATIONS
+            t["topic_authorized_operations"] = az.authorized_operations(conn, ResourceType.TOPIC, t["name"])
     cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
     if 8 <= version <= 10 and getattr(request, "include_cluster_authorized_operations", False):
-        cluster_operations = CLUSTER_AUTHORIZED_OPERATIONS
+        if az.authorize_cluster(conn, header, AclOperation.DESCRIBE):
+            cluster_operations = az.authorized_operations(conn, ResourceType.CLUSTER, CLUSTER_NAME)
+        else:
+            cluster_operations = 0
     # Kafka answers with the advertised endpoint of the listener this client connected through.
     host, port = broker.endpoint_for(getattr(conn, "listener", None))
     return {
@@ -125,7 +169,7 @@ async def handle_metadata(broker: Broker, conn: Connection, header: RequestHeade
         "brokers": [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
-        "topics": topics,
+        "topics": topics + unauthorized,
         "cluster_authorized_operations": cluster_operations,
         "error_code": errors.NONE,
     }

@@ -26,6 +26,13 @@ from kafka_sidecar.storage.log import Log, StorageError
 from kafka_sidecar.storage.log_validator import RecordValidationError, validate_records
 from kafka_sidecar.storage.producer_state import ProducerStateError
 
+from ..security.acls import AclOperation, ResourceType
+from ..security.authorizer import (
+    TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    has_transactional_records,
+)
+
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..connection import Connection
@@ -109,9 +116,28 @@ async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader
     responses = []
     to_flush: list[Log] = []
     flushed_results: dict[int, list[dict[str, Any]]] = {}  # id(log) -> its partition results
+    writable = None
+    az = broker.authorizer
+    if az.enabled:
+        # KafkaApis.handleProduceRequest: transactional records need WRITE on the transactional id
+        # (else the whole request fails), then each topic needs WRITE.
+        if has_transactional_records(request) and (
+            request.transactional_id is None
+            or not az.authorize(conn, header, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+        ):
+            if acks == 0:
+                return None
+            return {"responses": [
+                {"name": t.name, "partition_responses": [_partition_result(p.index, TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for p in t.partition_data]}
+                for t in request.topic_data
+            ], "throttle_time": 0}
+        writable = az.filter(conn, header, AclOperation.WRITE, ResourceType.TOPIC, [t.name for t in request.topic_data])
     for t in request.topic_data:
         results = []
         for p in t.partition_data:
+            if writable is not None and t.name not in writable:
+                results.append(_partition_result(p.index, TOPIC_AUTHORIZATION_FAILED))
+                continue
             if acks not in (0, 1, -1):
                 results.append(_partition_result(p.index, errors.INVALID_REQUIRED_ACKS))
                 continue

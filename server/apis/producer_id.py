@@ -12,12 +12,34 @@ from typing import TYPE_CHECKING, Any
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 
+from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..security.authorizer import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+)
+
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..connection import Connection
 
 
+def _error(code: int) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+
+
 async def handle_init_producer_id(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    az = broker.authorizer
+    if az.enabled:
+        # KafkaApis: WRITE on the transactional id; without one, IDEMPOTENT_WRITE on the cluster
+        # or WRITE on some topic (Kafka 3.0+, KIP-679).
+        if request.transactional_id is not None:
+            if not az.authorize(conn, header, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+                return _error(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif (not az.authorize_cluster(conn, header, AclOperation.IDEMPOTENT_WRITE, log_denied=False)
+              and not az.authorize_by_resource_type(conn, header, AclOperation.WRITE, ResourceType.TOPIC)):
+            az.log_denial(conn, header, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME,
+                          "no IDEMPOTENT_WRITE on the cluster and no WRITE on any topic")
+            return _error(CLUSTER_AUTHORIZATION_FAILED)
     if request.transactional_id is not None:
         # No transaction coordinator yet: tell the client there is none to find.
         return {"throttle_time": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1}

@@ -17,6 +17,8 @@ from kafka_sidecar.storage.log_config import (
 from kafka_sidecar.storage.log_manager import InvalidTopicError, new_kafka_uuid, validate_topic_name
 
 from ..groups.javaorder import JavaHashMap
+from ..security.acls import AclOperation, ResourceType
+from ..security.authorizer import ERROR_MESSAGES, TOPIC_AUTHORIZATION_FAILED
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -95,9 +97,11 @@ def _manual_assignment_error(broker: Broker, t: Any) -> tuple[int, str] | None:
     return None
 
 
-def _create_one(broker: Broker, t: Any, validate_only: bool) -> dict[str, Any]:
+def _create_one(broker: Broker, t: Any, validate_only: bool, describable: bool = True) -> dict[str, Any]:
     """One topic of a CreateTopics request, checked in Kafka's order (ReplicationControlManager):
-    name, collision, existence, null configs, config values, then partitions and replication."""
+    name, collision, existence, null configs, config values, then partitions and replication.
+    Without DESCRIBE_CONFIGS on the topic (``describable``) a created topic is answered without
+    its configs, partitions and replication factor, and topic_config_error_code 29."""
     lm = broker.log_manager
     result: dict[str, Any] = {
         "name": t.name, "topic_id": None, "error_code": errors.NONE, "error_message": None,
@@ -143,8 +147,11 @@ def _create_one(broker: Broker, t: Any, validate_only: bool) -> dict[str, Any]:
                 errors.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only 1 broker(s) are registered.",
             )
-    config = LogConfig(lm.broker_log_defaults, configs)
-    result.update(num_partitions=partitions, replication_factor=rf, configs=_config_entries(config))
+    if describable:
+        config = LogConfig(lm.broker_log_defaults, configs)
+        result.update(num_partitions=partitions, replication_factor=rf, configs=_config_entries(config))
+    else:
+        result["topic_config_error_code"] = TOPIC_AUTHORIZATION_FAILED
     if validate_only:
         # Kafka draws the new topic's id before it looks at validate_only, and answers with it.
         result["topic_id"] = new_kafka_uuid()
@@ -182,14 +189,32 @@ async def handle_create_topics(broker: Broker, conn: Connection, header: Request
             for t in request.topics
         ]}
     # A name given more than once is not created; it gets one error, after the other results
-    # (Kafka's ControllerApis.createTopics).
+    # (Kafka's ControllerApis.createTopics). So do topics the client may not create (CREATE on
+    # the cluster or the topic), after those, in the order of Kafka's HashSet of the names.
     counts = Counter(t.name for t in request.topics)
-    results = [_create_one(broker, t, request.validate_only) for t in request.topics if counts[t.name] == 1]
+    unique = [name for name, n in counts.items() if n == 1]
+    az = broker.authorizer
+    creatable = describable = set(unique)
+    if az.enabled:
+        if not az.authorize_cluster(conn, header, AclOperation.CREATE, log_denied=False):
+            creatable = az.filter(conn, header, AclOperation.CREATE, ResourceType.TOPIC, unique)
+        describable = az.filter(conn, header, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, unique, log_denied=False)
+    results = [_create_one(broker, t, request.validate_only, t.name in describable)
+               for t in request.topics if counts[t.name] == 1 and t.name in creatable]
     results += [
         {"name": name, "topic_id": None, "error_code": errors.INVALID_REQUEST, "error_message": "Duplicate topic name.",
          "num_partitions": -1, "replication_factor": -1, "configs": []}
         for name, n in counts.items() if n > 1
     ]
+    if len(creatable) < len(unique):
+        names: JavaHashMap[str, None] = JavaHashMap()
+        for name in unique:
+            names[name] = None
+        results += [
+            {"name": name, "topic_id": None, "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": "Authorization failed.",
+             "num_partitions": -1, "replication_factor": -1, "configs": []}
+            for name in names.keys() if name not in creatable
+        ]
     for r in results:
         if r["error_code"]:
             log.info("CreateTopics %s from %s: error %d %s", r["name"], header.client_id, r["error_code"], r["error_message"])
@@ -202,6 +227,15 @@ async def handle_delete_topics(broker: Broker, conn: Connection, header: Request
         wanted = [(name, None) for name in request.topic_names]
     else:
         wanted = [(t.name, t.topic_id) for t in request.topics]
+    az = broker.authorizer
+    describable = deletable = None
+    if az.enabled and not az.authorize_cluster(conn, header, AclOperation.DELETE, log_denied=False):
+        # ControllerApis.deleteTopics: DESCRIBE and DELETE on each topic (named, or named by its id).
+        names = [n if n is not None else getattr(lm.topics_by_id.get(i), "name", None) for n, i in wanted]
+        names = [n for n in names if n is not None]
+        describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        deletable = az.filter(conn, header, AclOperation.DELETE, ResourceType.TOPIC, names)
+    denied = ERROR_MESSAGES[TOPIC_AUTHORIZATION_FAILED]
     responses = []
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
@@ -210,7 +244,19 @@ async def handle_delete_topics(broker: Broker, conn: Connection, header: Request
                 responses.append({"name": None, "topic_id": topic_id, "error_code": errors.UNKNOWN_TOPIC_ID, "error_message": "Topic id does not exist"})
                 continue
             name = info.name
+            if deletable is not None and describable is not None and name not in deletable:
+                # Asked by id: the name is told only to a client that may describe the topic.
+                responses.append({"name": name if name in describable else None, "topic_id": topic_id,
+                                  "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": denied})
+                continue
+        elif describable is not None and name not in describable:
+            # Asked by name: the topic's existence is not disclosed.
+            responses.append({"name": name, "topic_id": None, "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": denied})
+            continue
         info = lm.topics.get(name)
+        if info is not None and deletable is not None and name not in deletable:
+            responses.append({"name": name, "topic_id": None, "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": denied})
+            continue
         if info is None:
             responses.append({"name": name, "topic_id": topic_id, "error_code": errors.UNKNOWN_TOPIC_OR_PARTITION, "error_message": "This server does not host this topic-partition."})
             continue
@@ -326,6 +372,13 @@ async def handle_create_partitions(broker: Broker, conn: Connection, header: Req
     for t in request.topics:
         first.setdefault(t.name, t)
     wanted = [first[name] for name in names.keys()]
+    az = broker.authorizer
+    if az.enabled:
+        # ALTER on each topic (ControllerApis.createPartitions): the others fail first, in the same order.
+        alterable = az.filter(conn, header, AclOperation.ALTER, ResourceType.TOPIC, [t.name for t in wanted])
+        results += [{"name": t.name, "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": None}
+                    for t in wanted if t.name not in alterable]
+        wanted = [t for t in wanted if t.name in alterable]
     if wanted:
         results += await broker.run_blocking(_create_partitions, broker, wanted, request.validate_only)
     return {"throttle_time": 0, "results": results}

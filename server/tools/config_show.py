@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 from kafka_sidecar.storage.log_config import format_config_value
 
-from ..config import _TOPIC_BY_SYNONYM, BROKER_CONFIGS, BrokerConfig
+from ..config import BrokerConfig, definition
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,14 +34,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _type_of(name: str) -> str:
-    cdef = BROKER_CONFIGS.get(name) or _TOPIC_BY_SYNONYM.get(name)
+    cdef = definition(name)  # listener-prefixed keys too (listener.name.<l>.ssl.key.password is hidden)
     return cdef.type if cdef else "string"
 
 
 def display_value(name: str, value: Any) -> str | None:
     if value is None:
         return None
-    cdef = BROKER_CONFIGS.get(name) or _TOPIC_BY_SYNONYM.get(name)
+    cdef = definition(name)
     if cdef is not None and cdef.sensitive:
         return "[hidden]"
     return format_config_value(_type_of(name), value)

@@ -53,8 +53,11 @@ class FakeConnection:
 
     def __init__(self) -> None:
         self.peer = "127.0.0.1:9"
+        self.client_host = "127.0.0.1"
         self.listener = "PLAINTEXT"
         self.writer = _Writer()
+        self.principal = "User:ANONYMOUS"
+        self.sasl = None  # a PLAINTEXT listener: no SASL authenticator
 
 
 class Target:

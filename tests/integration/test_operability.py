@@ -266,7 +266,7 @@ def test_env_key_conversion_follows_the_apache_image():
     (["--override", "listeners=PLAINTEXT://127.0.0.1:0,PLAINTEXT://[::1]:0"], {}, ["listeners", "different name"]),
     (["--override", "listeners=INTERNAL://127.0.0.1:0"], {}, ["No security protocol defined for listener INTERNAL"]),
     (["--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "advertised.listeners=OTHER://h:1"], {}, ["advertised.listeners"]),
-    (["--override", "listeners=SSL://127.0.0.1:0"], {}, ["SSL is not supported"]),
+    (["--override", "listeners=SSL://127.0.0.1:0"], {}, ["SSL://127.0.0.1:0", "no server certificate", "ssl.keystore.location"]),
 ])
 def test_bad_config_is_one_clear_line_at_start(tmp_path, args, env, mentions):
     r = run_cli(["serve", "--data-dir", str(tmp_path / "d"), *args], tmp_path, clean_env(**env))

@@ -1,0 +1,39 @@
+"""SaslHandshake (API 17, v0-1) and SaslAuthenticate (API 36, v0-2).
+
+The exchange itself is ``server/security/sasl.py``'s SaslServerAuthenticator (one per
+connection on a SASL listener); these handlers shape its answers. On a connection that is
+already authenticated (and not re-authenticating), or on a listener without SASL, they answer
+ILLEGAL_SASL_STATE as Kafka's request handler does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kafka_sidecar.protocol.framing import RequestHeader
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..connection import Connection
+
+ILLEGAL_SASL_STATE = 34
+
+
+async def handle_sasl_handshake(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    sasl = conn.sasl
+    if sasl is None:
+        return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
+    code, mechanisms = sasl.handshake(header.api_version, request.mechanism)
+    return {"error_code": code, "mechanisms": mechanisms}
+
+
+async def handle_sasl_authenticate(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    sasl = conn.sasl
+    if sasl is None:
+        return {"error_code": ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime": 0,
+                "error_message": "SaslAuthenticate request received after successful authentication"}
+    out = sasl.authenticate(header.api_version, bytes(request.auth_bytes))
+    if sasl.authenticated and sasl.principal is not None:
+        conn.principal = sasl.principal
+    return {"error_code": out.error_code, "error_message": out.error_message,
+            "auth_bytes": out.auth_bytes, "session_lifetime": out.session_lifetime_ms}

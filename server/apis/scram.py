@@ -1,0 +1,155 @@
+"""DescribeUserScramCredentials (API 50) and AlterUserScramCredentials (API 51).
+
+What ``kafka-configs.sh --entity-type users --alter --add-config 'SCRAM-SHA-256=[...]'`` and
+``--describe`` use. Kafka's rules (ScramControlManager, ScramImage.describe): the client sends
+the salted password, the broker keeps salt, iterations, StoredKey and ServerKey (never the
+password); one user may appear once per request (DUPLICATE_RESOURCE), iterations must be within
+4096..16384 (UNACCEPTABLE_CREDENTIAL), an unknown mechanism is UNSUPPORTED_SASL_MECHANISM,
+deleting a credential that does not exist RESOURCE_NOT_FOUND. Describing needs DESCRIBE on the
+cluster, altering ALTER (when an authorizer is configured). Credentials are written to the data
+dir before the answer (``server/security/credentials.py``), so they survive a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kafka_sidecar.protocol.framing import RequestHeader
+
+from ..security.credentials import (
+    SCRAM_BY_TYPE,
+    SCRAM_MAX_ITERATIONS,
+    SCRAM_MIN_ITERATIONS,
+    credential_from_salted,
+)
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..connection import Connection
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_SERVER_ERROR = -1
+CLUSTER_AUTHORIZATION_FAILED = 31
+UNSUPPORTED_SASL_MECHANISM = 33
+RESOURCE_NOT_FOUND = 91
+DUPLICATE_RESOURCE = 92
+UNACCEPTABLE_CREDENTIAL = 93
+_CLUSTER_DENIED = "Cluster authorization failed."
+_DUPLICATE = "A user credential cannot be altered twice in the same request"
+
+_locks: dict[int, asyncio.Lock] = {}
+
+
+def _authorized(broker: Broker, conn: Connection, header: RequestHeader, operation: str) -> bool:
+    az = getattr(broker, "authorizer", None)
+    if az is None:
+        return True
+    from ..security.acls import AclOperation
+
+    return bool(az.authorize_cluster(conn, header, getattr(AclOperation, operation)))
+
+
+async def handle_describe_user_scram_credentials(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    users = [u.name for u in (request.users or ())]
+    if not _authorized(broker, conn, header, "DESCRIBE"):
+        return {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED, "error_message": _CLUSTER_DENIED,
+                "results": [{"user": "", "error_code": CLUSTER_AUTHORIZATION_FAILED, "error_message": _CLUSTER_DENIED,
+                             "credential_infos": []} for _ in users]}
+    store = broker.scram_store
+    if not users:
+        wanted: dict[str, bool] = {u: False for u in sorted(store.credentials)}
+    else:
+        wanted = {}
+        for u in users:
+            wanted[u] = u in wanted
+    results = []
+    for user, duplicate in wanted.items():
+        if duplicate:
+            results.append({"user": user, "error_code": DUPLICATE_RESOURCE, "credential_infos": [],
+                            "error_message": f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}"})
+            continue
+        mechs = store.credentials.get(user, {})
+        infos = [{"mechanism": t, "iterations": mechs[name].iterations}
+                 for t, name in sorted(SCRAM_BY_TYPE.items()) if name in mechs]
+        if infos:
+            results.append({"user": user, "error_code": 0, "error_message": None, "credential_infos": infos})
+        else:
+            results.append({"user": user, "error_code": RESOURCE_NOT_FOUND, "credential_infos": [],
+                            "error_message": f"Attempt to describe a user credential that does not exist: {user}"})
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, "results": results}
+
+
+def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[int, str] | None:
+    if not name:
+        return UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+    if mechanism not in SCRAM_BY_TYPE:
+        return UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+    return None
+
+
+async def handle_alter_user_scram_credentials(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    if not _authorized(broker, conn, header, "ALTER"):
+        users = sorted({d.name for d in request.deletions} | {u.name for u in request.upsertions})
+        return {"throttle_time": 0, "results": [
+            {"user": u, "error_code": CLUSTER_AUTHORIZATION_FAILED, "error_message": _CLUSTER_DENIED} for u in users]}
+    store = broker.scram_store
+    lock = _locks.setdefault(id(store), asyncio.Lock())
+    async with lock:
+        deletions: dict[str, Any] = {}
+        upserts: dict[str, Any] = {}
+        failed: dict[str, tuple[int, str]] = {}
+        for d in request.deletions:
+            if d.name in failed:
+                continue
+            if deletions.pop(d.name, None) is not None:
+                failed[d.name] = (DUPLICATE_RESOURCE, _DUPLICATE)
+                continue
+            error = _check_name_and_mechanism(d.name, d.mechanism)
+            if error is None and store.get(d.name, SCRAM_BY_TYPE[d.mechanism]) is None:
+                error = (RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist")
+            if error is not None:
+                failed[d.name] = error
+            else:
+                deletions[d.name] = d
+        for u in request.upsertions:
+            if u.name in failed:
+                continue
+            if deletions.pop(u.name, None) is not None or upserts.pop(u.name, None) is not None:
+                failed[u.name] = (DUPLICATE_RESOURCE, _DUPLICATE)
+                continue
+            error = _check_name_and_mechanism(u.name, u.mechanism)
+            if error is None and u.iterations < SCRAM_MIN_ITERATIONS:
+                error = (UNACCEPTABLE_CREDENTIAL, "Too few iterations")
+            elif error is None and u.iterations > SCRAM_MAX_ITERATIONS:
+                error = (UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+            if error is not None:
+                failed[u.name] = error
+            else:
+                upserts[u.name] = u
+        if deletions or upserts:
+            before = copy.deepcopy(store.credentials)
+            for d in deletions.values():
+                store.delete(d.name, SCRAM_BY_TYPE[d.mechanism])
+            for u in upserts.values():
+                mech = SCRAM_BY_TYPE[u.mechanism]
+                store.upsert(u.name, mech, credential_from_salted(mech, bytes(u.salted_password), bytes(u.salt), u.iterations))
+            try:
+                await broker.run_blocking(store.write, store.snapshot())
+            except OSError as e:
+                store.credentials = before
+                log.error("cannot write SCRAM credentials %s: %s", store.path, e)
+                message = f"cannot write the SCRAM credentials: {e.strerror or e}"
+                for name in [*deletions, *upserts]:
+                    failed[name] = (UNKNOWN_SERVER_ERROR, message)
+                deletions, upserts = {}, {}
+            for d in deletions.values():
+                log.info("deleted %s credential of user %r", SCRAM_BY_TYPE[d.mechanism], d.name)
+            for u in upserts.values():
+                log.info("set %s credential of user %r (%d iterations)", SCRAM_BY_TYPE[u.mechanism], u.name, u.iterations)
+    results = [{"user": n, "error_code": 0, "error_message": None} for n in [*deletions, *upserts]]
+    results += [{"user": n, "error_code": code, "error_message": msg} for n, (code, msg) in failed.items()]
+    return {"throttle_time": 0, "results": results}
