@@ -35,20 +35,4 @@ KNOWN: list[Known] = [
         "not a code difference: storage/log.py Log.fetch_offset_by_timestamp() and retention timing",
         intermittent=True,
     ),
-    # ------------------------------------------------------------------ group_rebalance
-    Known(
-        "group_rebalance",
-        ("a_after_leave.*",),
-        "Intermittent (6 of 180 runs with two scenarios at once, as the suite runs them; Kafka 0 of 220): after "
-        "consumer b leaves and consumer a is given all four partitions (generation 3), a reads partitions again "
-        "from offset 0 instead of resuming at the committed offsets (5). Instrumented server: OffsetFetch for "
-        "generation 3 did answer 5 for all four; then, when a Fetch that librdkafka had sent in generation 2 "
-        "(a's old partitions, offset 8, long-polling fetch.wait.max.ms) completed, librdkafka sent "
-        "ListOffsets(EARLIEST) for three partitions and started them at 0 (no offset-reset warning)",
-        "not pinned down; the server answers OffsetFetch/OffsetCommit right (server/groups/coordinator.py). "
-        "Suspects: the Fetch path (server/apis/fetch.py handle_fetch: a long poll that outlives the rebalance, "
-        "no fetch sessions (session id 0), no OffsetForLeaderEpoch API) interacting with librdkafka's "
-        "assignment handling",
-        intermittent=True,
-    ),
 ]

@@ -13,10 +13,10 @@ import os
 import time
 from typing import Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 
 from tests.conformance.clients import ck_produce
-from tests.conformance.harness import REFERENCE, Ctx
+from tests.conformance.harness import Ctx
 from tests.conformance.wire import Wire
 
 PARTITIONS = 4
@@ -53,6 +53,12 @@ def assigned(c: Consumer) -> list[int]:
     return sorted(tp.partition for tp in c.assignment())
 
 
+def fetched_all(c: Consumer, topic: str) -> bool:
+    """Whether ``c`` has had a Fetch answer for every partition (cached watermarks): each
+    partition's start-offset lookup (ListOffsets) has then been answered too."""
+    return all(c.get_watermark_offsets(TopicPartition(topic, p), cached=True)[0] >= 0 for p in range(PARTITIONS))
+
+
 def group_view(w: Wire, group: str) -> dict[str, Any]:
     g = w.describe_group(group)
     return {"error": g["error_code"], "state": g["group_state"], "protocol_type": g["protocol_type"],
@@ -68,6 +74,16 @@ def scenario_rebalance(ctx: Ctx) -> dict[str, Any]:
     a.subscribe([t])
     got: dict[str, list[tuple[int, int]]] = {"a": [], "b": []}
     obs["a_alone_gets_all"] = poll_until({"a": a}, lambda: len(assigned(a)) == PARTITIONS, got)
+    # b joins only once a is fetching all four partitions. librdkafka looks their start offsets up
+    # (ListOffsets) one by one, and one partition's first Fetch can go out before the others'
+    # lookups, which then wait behind its long poll (the broker answers a connection's requests in
+    # order). If b joins meanwhile, those answers arrive in the next generation, are dropped as
+    # outdated and arm an offset-query retry timer that librdkafka does not cancel when the new
+    # lookup succeeds, nor when the partition is stopped while active: it fires ~500 ms later, in
+    # whatever generation, and resets the partition to its start (rdkafka_partition.c
+    # rd_kafka_toppar_handle_Offset / rd_kafka_offset_query_tmr_cb). Apache Kafka shows it too
+    # (3 of 300 runs; kafka-sidecar 5 of 200: its faster answers open the window more often).
+    obs["a_fetching_all"] = poll_until({"a": a}, lambda: fetched_all(a, t), got)
     b = consumer(ctx, group, "b")
     b.subscribe([t])
     both = {"a": a, "b": b}
@@ -107,13 +123,12 @@ def scenario_rebalance(ctx: Ctx) -> dict[str, Any]:
     return obs
 
 
-def test_group_rebalance(conform, target):
+def test_group_rebalance(conform):
     obs = conform(scenario_rebalance)
-    assert obs["a_alone_gets_all"] and obs["split_two_and_two"]
+    assert obs["a_alone_gets_all"] and obs["a_fetching_all"] and obs["split_two_and_two"]
     assert obs["split"] == {"sizes": [2, 2], "disjoint_and_complete": True}
     assert obs["a_gets_all_after_leave"]
-    if target.name == REFERENCE:  # ours: an intermittent known difference (known_differences.py)
-        assert obs["a_after_leave"] == {"from_b": [5, 6, 7], "own": [5, 6, 7]}  # resumed at the committed offsets
+    assert obs["a_after_leave"] == {"from_b": [5, 6, 7], "own": [5, 6, 7]}  # resumed at the committed offsets
     assert obs["committed_after_leave"] == {p: [8, 0] for p in range(PARTITIONS)}
     assert obs["group_after_all_left"]["state"] == "Empty"
 
