@@ -913,6 +913,13 @@ def test_produce_list_offsets_and_configs_enforced(sidecar_factory, tmp_path):
         ia = r(44, 1, {"resources": [{"resource_type": 2, "resource_name": "snip", "configs": [
             {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}], "validate_only": False})
         assert code(ia.responses[0].error_code) == TOPIC_AUTHZ
+        # OffsetForLeaderEpoch: DESCRIBE on the topic (READ implies it) without CLUSTER_ACTION; the
+        # others after, TOPIC_AUTHORIZATION_FAILED (KafkaApis.handleOffsetForLeaderEpochRequest).
+        ep = r(23, 4, {"replica_id": -1, "topics": [
+            {"topic": "hidden", "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]},
+            {"topic": "snip", "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
+        assert [(t.topic, code(t.partitions[0].error_code), t.partitions[0].end_offset) for t in ep.topics] == [
+            ("snip", 0, 0), ("hidden", TOPIC_AUTHZ, -1)]
     finally:
         r.close()
 
