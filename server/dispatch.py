@@ -36,6 +36,7 @@ from .apis import (
     metadata,
     produce,
     producer_id,
+    producers,
     quotas,
     sasl,
     scram,
@@ -87,6 +88,7 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(20, "DeleteTopics", 1, 6, topics.handle_delete_topics),
         ApiSpec(21, "DeleteRecords", 0, 2, delete_records.handle_delete_records),
         ApiSpec(22, "InitProducerId", 0, 5, producer_id.handle_init_producer_id),
+        ApiSpec(61, "DescribeProducers", 0, 0, producers.handle_describe_producers),
         # Kafka 4.1 serves v2-4 (v0-1 went with KIP-896).
         ApiSpec(23, "OffsetForLeaderEpoch", 2, 4, leader_epoch.handle_offset_for_leader_epoch),
         # Topic and broker configs (server/apis/configs.py): Kafka 4.0's version ranges.

@@ -875,3 +875,53 @@ def test_perf_tools(brokers: Brokers) -> None:
         report[tool] = {"figures": figures, "ours_output": ours[tool]["output"], "reference_output": ref[tool]["output"]}
     TOOLS_JSON.parent.mkdir(parents=True, exist_ok=True)
     TOOLS_JSON.write_text(json.dumps(report, indent=1) + "\n")
+
+
+def test_describe_producers(brokers: Brokers) -> None:
+    """kafka-transactions.sh describe-producers: DescribeProducers (61) after idempotent produces."""
+    topic = "tools-producers"
+
+    def scenario(t: Target) -> list[Run]:
+        create_topic(t, topic, 2)
+        p = Producer({"bootstrap.servers": t.bootstrap, "linger.ms": 0, "enable.idempotence": True, **QUIET})
+        for i in range(3):  # three batches on partition 0: the last sequence is 2
+            p.produce(topic, b"v%d" % i, partition=0, timestamp=BASE_TS + i)
+            assert p.flush(30) == 0
+        runs = [t.tool("kafka-transactions.sh", "describe-producers", "--topic", topic, "--partition", str(n)) for n in (0, 1)]
+        return runs
+
+    def rows(r: Run) -> list[list[str]]:
+        return [line.split() for line in r.stdout.splitlines() if line.strip()]
+
+    ours, ref = brokers.both(scenario)
+    # Producer ids and the broker's clock differ by nature: the columns are compared, those two by shape.
+    for o, r in zip(ours, ref, strict=True):
+        assert o.returncode == r.returncode
+        ro, rr = rows(o), rows(r)
+        assert len(ro) == len(rr) and (not ro or ro[0] == rr[0]), (o.stdout, r.stdout)
+        for a, b in zip(ro[1:], rr[1:], strict=True):
+            assert a[1:4] + a[5:] == b[1:4] + b[5:], (a, b)
+            assert a[0].isdigit() and b[0].isdigit()
+    header, *producers = rows(ours[0])
+    assert header == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
+                      "CurrentTransactionStartOffset"]
+    assert [row[1:4] + row[5:] for row in producers] == [["0", "-1", "2", "None"]]
+    assert producers[0][4] == str(BASE_TS + 2)  # the last batch's (max) timestamp
+    assert rows(ours[1])[1:] == []  # partition 1: no producer wrote there
+
+
+def test_describe_producers_requests(brokers: Brokers) -> None:
+    """DescribeProducers (61) error answers, field by field: unknown topic, invalid name, unknown
+    partition of a known topic, and a partition no producer wrote to."""
+    topic = "tools-dp-raw"
+
+    def scenario(t: Target) -> dict[str, Any]:
+        create_topic(t, topic, 1)
+        return _raw(t, 61, 0, {"topics": [{"name": topic, "partition_indexes": [0, 5]},
+                                          {"name": "tools-dp-none", "partition_indexes": [0, 1]},
+                                          {"name": "bad name", "partition_indexes": [0]}]})
+
+    ours, ref = brokers.both(scenario)
+    assert ours == ref
+    assert [[(p["partition_index"], p["error_code"]) for p in t["partitions"]] for t in ours["topics"]] == [
+        [(0, 0), (5, 3)], [(0, 3), (1, 3)], [(0, 17)]]
