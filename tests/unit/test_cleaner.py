@@ -14,6 +14,7 @@ the first cleaning after it, and a crash anywhere in the ``.cleaned`` -> ``.swap
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import struct
@@ -472,14 +473,16 @@ def test_offset_map_never_holds_more_than_its_buffer(tmp_path, monkeypatch):
     before, _ = read_all(lg)
 
     peak = 0
-    real_put = SkimpyOffsetMap.put
+    real_build = Cleaner._build_offset_map
 
-    def counting_put(self: SkimpyOffsetMap, key: bytes, offset: int) -> None:
+    def measuring_build(self: Cleaner, *args: Any) -> int:
+        # The map only grows while it is built: its size afterwards is the round's peak.
         nonlocal peak
-        real_put(self, key, offset)
-        peak = max(peak, self.size)
+        end = real_build(self, *args)
+        peak = max(peak, self.offset_map.size)
+        return end
 
-    monkeypatch.setattr(SkimpyOffsetMap, "put", counting_put)
+    monkeypatch.setattr(Cleaner, "_build_offset_map", measuring_build)
     lc = new_cleaner(tmp_path, [lg], dedupe_buffer_size=230)  # 8 usable entries
     rounds = 0
     for _ in range(20):
@@ -489,6 +492,48 @@ def test_offset_map_never_holds_more_than_its_buffer(tmp_path, monkeypatch):
     assert peak <= 8, f"the offset map held {peak} entries; its buffer holds 8"
     assert rounds >= 3
     assert read_all(lg)[0] == latest_model(before, 0, active)
+
+
+def test_offset_map_keys_short_keys_by_themselves_and_long_ones_by_md5():
+    omap = SkimpyOffsetMap(1 << 20)
+    long_key = b"a key of more than sixteen bytes"
+    digest_of_long = hashlib.md5(long_key).digest()  # a 16-byte key equal to another key's MD5
+    keys = [b"", b"k", b"x" * 15, b"x" * 16, b"x" * 17, long_key, digest_of_long, digest_of_long[:15]]
+    for i, key in enumerate(keys):
+        omap.put(key, 100 + i)
+    assert [omap.get(k) for k in keys] == [100 + i for i in range(len(keys))]
+    assert omap.size == len(keys)
+    assert omap.get(b"x" * 18) == -1
+    assert omap.digest(b"x" * 15) == b"x" * 15
+    assert omap.digest(b"x" * 16) == hashlib.md5(b"x" * 16).digest()
+    omap.put(long_key, 7)
+    assert omap.get(long_key) == 7 and omap.get(digest_of_long) == 106 and omap.size == len(keys)
+
+
+@pytest.mark.parametrize("codec", [NONE, ZSTD], ids=["none", "zstd"])
+def test_keys_of_every_length_are_deduplicated(tmp_path, codec):
+    """Short keys (mapped as themselves) and keys of 16 bytes or more (mapped by MD5),
+    including a key equal to another key's digest: only each key's latest record stays."""
+    lg = make_log(tmp_path)
+    long_key = b"L" * 40
+    keys = [b"", b"s", b"x" * 15, b"x" * 16, b"y" * 17, long_key, hashlib.md5(long_key).digest(), b"z" * 1000]
+    for rnd in range(3):
+        for i in range(0, len(keys), 3):
+            append(lg, [(k, b"r%d" % rnd) for k in keys[i : i + 3]], codec=codec)
+        if rnd == 1:
+            append(lg, [(keys[6], None)], codec=codec)  # a tombstone for the digest-like key
+        lg.roll()
+    active = lg.log_end_offset
+    append(lg, [(long_key, b"active")])
+    before, _ = read_all(lg)
+    lc = new_cleaner(tmp_path, [lg])
+    assert clean(lc, NOW)
+    after, _ = read_all(lg)
+    assert after == latest_model(before, 0, active)
+    cleaned = [(r[2], r[3]) for r in after if r[0] < active]
+    assert sorted(cleaned) == sorted((k, b"r2") for k in keys)
+    assert lc.last_stats is not None and lc.last_stats.map_entries == len(keys)
+    assert_valid_indexes(lg)
 
 
 def test_segment_groups_respect_segment_bytes(tmp_path):

@@ -10,7 +10,19 @@ from pathlib import Path
 
 import crc32c
 import pytest
-from kafka_sidecar.protocol.compression import CODEC_NAMES, GZIP, LZ4, NONE, SNAPPY, ZSTD
+from construct import ConstructError
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from kafka_sidecar.protocol.compression import (
+    CODEC_NAMES,
+    GZIP,
+    LZ4,
+    NONE,
+    SNAPPY,
+    ZSTD,
+    compress,
+    decompress,
+)
 from kafka_sidecar.protocol.record_batch import (
     ATTRIBUTES_POS,
     CRC_POS,
@@ -20,9 +32,12 @@ from kafka_sidecar.protocol.record_batch import (
 )
 from kafka_sidecar.protocol.records import (
     LOG_APPEND_TIME,
+    BatchBodySpec,
     Record,
     RecordBatch,
+    RecordBatchSpec,
     RecordSpec,
+    RecordsSpec,
     decode_batches,
     encode_batch,
 )
@@ -592,3 +607,419 @@ def test_golden_compacted_log_with_delete_horizon():
             assert ours == kafka_bytes, f"batch at offset {batch.base_offset}"
             identical += 1
     assert identical == len(batches)
+
+
+# ------------------------------------- the hand-written codec against the construct spec
+#
+# decode_batches / encode_batch do by hand what RecordBatchSpec / RecordsSpec specify. The
+# reference functions below are the construct-only implementations (what the module did
+# before the fast codec): every batch must give the same bytes and the same objects both
+# ways, and every malformed records section must be rejected by both.
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _spec_encode_batch(
+    records,
+    *,
+    base_offset=0,
+    compression=0,
+    producer_id=-1,
+    producer_epoch=-1,
+    base_sequence=-1,
+    partition_leader_epoch=-1,
+    timestamp_type=0,
+    is_transactional=False,
+    is_control=False,
+    base_timestamp=None,
+    max_timestamp=None,
+    delete_horizon_ms=None,
+    last_offset_delta=None,
+):
+    if delete_horizon_ms is not None:
+        base_timestamp = delete_horizon_ms
+    if base_timestamp is None:
+        base_timestamp = records[0].timestamp if records else -1
+    if max_timestamp is None:
+        max_timestamp = max((r.timestamp for r in records), default=-1)
+    built = b"".join(
+        RecordSpec.build(
+            {
+                "attributes": 0,
+                "timestamp_delta": r.timestamp - base_timestamp,
+                "offset_delta": r.offset - base_offset,
+                "key": r.key,
+                "value": r.value,
+                "headers": [{"key": k, "value": v} for k, v in r.headers],
+            }
+        )
+        for r in records
+    )
+    if last_offset_delta is None:
+        last_offset_delta = records[-1].offset - base_offset if records else 0
+    attributes = (
+        compression
+        | (0x08 if timestamp_type else 0)
+        | (0x10 if is_transactional else 0)
+        | (0x20 if is_control else 0)
+        | (0x40 if delete_horizon_ms is not None else 0)
+    )
+    section = compress(compression, built)
+    batch_length = 9 + 40 + len(section)
+    body = BatchBodySpec.build(
+        {
+            "attributes": attributes,
+            "last_offset_delta": last_offset_delta,
+            "base_timestamp": base_timestamp,
+            "max_timestamp": max_timestamp,
+            "producer_id": producer_id,
+            "producer_epoch": producer_epoch,
+            "base_sequence": base_sequence,
+            "record_count": len(records),
+            "records": section,
+        },
+        batch_length=batch_length,
+    )
+    return RecordBatchSpec.build(
+        {
+            "base_offset": base_offset,
+            "batch_length": batch_length,
+            "partition_leader_epoch": partition_leader_epoch,
+            "crc": crc32c.crc32c(body),
+            "body": {"data": body},
+        }
+    )
+
+
+def _spec_decode_batches(data: bytes, verify_crc: bool = True) -> list[RecordBatch]:
+    """decode_batches with construct only; raises CorruptRecordError like it."""
+    batches, pos = [], 0
+    while len(data) - pos >= 12:
+        batch_length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+        if batch_length < 49:
+            raise CorruptRecordError(f"batch at byte {pos} declares length {batch_length}")
+        if pos + batch_length + 12 > len(data):
+            break
+        raw = data[pos : pos + batch_length + 12]
+        try:
+            parsed = RecordBatchSpec.parse(raw)
+        except ConstructError as e:
+            raise CorruptRecordError(f"batch at byte {pos}: {e}") from e
+        body = parsed.body.value
+        if verify_crc and crc32c.crc32c(parsed.body.data) != parsed.crc:
+            raise CorruptRecordError(f"batch at byte {pos}: CRC")
+        if body.record_count < 0:
+            raise CorruptRecordError(f"batch at byte {pos}: record count")
+        try:
+            section = decompress(body.attributes & 7, body.records)
+            recs = RecordsSpec.parse(section, count=body.record_count).records
+        except (ValueError, ConstructError, UnicodeDecodeError) as e:
+            raise CorruptRecordError(f"batch at byte {pos}: {e}") from e
+        append_time = bool(body.attributes & 0x08)
+        fields = dict(body)
+        del fields["_io"], fields["records"]
+        batch = RecordBatch(
+            base_offset=parsed.base_offset,
+            batch_length=parsed.batch_length,
+            partition_leader_epoch=parsed.partition_leader_epoch,
+            magic=parsed.magic,
+            crc=parsed.crc,
+            **fields,
+        )
+        batch.records = [
+            Record(
+                batch.base_offset + r.offset_delta,
+                batch.max_timestamp if append_time else batch.base_timestamp + r.timestamp_delta,
+                r.key,
+                r.value,
+                [(h.key, h.value) for h in r.headers],
+            )
+            for r in recs
+        ]
+        batches.append(batch)
+        pos += batch_length + 12
+    return batches
+
+
+def _outcome(fn, *args):
+    """('ok', result) or ('corrupt', None); any other exception propagates."""
+    try:
+        return "ok", fn(*args)
+    except CorruptRecordError:
+        return "corrupt", None
+
+
+def _raw_record(body: bytes) -> bytes:
+    """A record: its (canonical) length varint, then ``body`` as given."""
+    return _zz(len(body)) + body
+
+
+def _zz(n: int) -> bytes:
+    v = (n << 1) if n >= 0 else ((-n) << 1) - 1
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _batch_around(section: bytes, count: int, codec: int = NONE, base_offset: int = 0) -> bytes:
+    """A batch with this (uncompressed) records section and record count, CRC fixed."""
+    shell = bytearray(encode_batch([], base_offset=base_offset, compression=NONE))
+    payload = compress(codec, section)
+    struct.pack_into(">i", shell, 8, 49 + len(payload))
+    struct.pack_into(">h", shell, ATTRIBUTES_POS, codec)
+    struct.pack_into(">i", shell, 57, count)
+    return _recrc(bytearray(bytes(shell) + payload))
+
+
+@st.composite
+def _batches(draw):
+    """(records, encode_batch options) covering the format's corners."""
+    n = draw(st.integers(0, 12))
+    base_offset = draw(st.one_of(st.integers(0, 1000), st.integers(0, INT64_MAX - INT32_MAX)))
+    deltas, d = [], -1
+    for _ in range(n):
+        d += draw(st.one_of(st.integers(1, 3), st.integers(1, 70), st.integers(1, 1 << 20)))
+        deltas.append(d)
+    if deltas and deltas[-1] > INT32_MAX:
+        deltas = deltas[: sum(1 for x in deltas if x <= INT32_MAX)]
+    if deltas and draw(st.booleans()):
+        deltas[-1] = max(deltas[-1], draw(st.integers(deltas[-1], INT32_MAX)))
+    base_ts = draw(
+        st.one_of(st.just(-1), st.integers(0, 2_000_000_000_000), st.integers(INT64_MIN, INT64_MAX))
+    )
+    lo, hi = max(INT64_MIN, base_ts + INT64_MIN), min(INT64_MAX, base_ts + INT64_MAX)
+    ts_strategy = st.one_of(
+        st.integers(max(lo, base_ts - 100), min(hi, base_ts + 100)),
+        st.integers(max(lo, base_ts - 10**7), min(hi, base_ts + 10**7)),
+        st.integers(lo, hi),
+        st.sampled_from([lo, hi]),
+    )
+    blob = st.one_of(st.none(), st.binary(max_size=70), st.binary(min_size=100, max_size=9000))
+    headers = st.lists(
+        st.tuples(st.text(max_size=12), st.one_of(st.none(), st.binary(max_size=200))), max_size=4
+    )
+    records = [
+        Record(base_offset + delta, draw(ts_strategy), draw(blob), draw(blob), draw(headers))
+        for delta in deltas
+    ]
+    opts = {
+        "base_offset": base_offset,
+        "compression": draw(st.sampled_from(ALL_CODECS)),
+        "producer_id": draw(st.one_of(st.just(-1), st.integers(0, INT64_MAX))),
+        "producer_epoch": draw(st.integers(-1, 32767)),
+        "base_sequence": draw(st.one_of(st.just(-1), st.integers(0, INT32_MAX))),
+        "partition_leader_epoch": draw(st.integers(-1, INT32_MAX)),
+        "timestamp_type": draw(st.sampled_from([0, LOG_APPEND_TIME])),
+        "is_transactional": draw(st.booleans()),
+        "is_control": draw(st.booleans()),
+    }
+    if draw(st.booleans()):
+        opts["delete_horizon_ms"] = base_ts
+    else:
+        opts["base_timestamp"] = base_ts
+    if draw(st.booleans()):
+        opts["max_timestamp"] = draw(st.integers(INT64_MIN, INT64_MAX))
+    if draw(st.booleans()):
+        last = deltas[-1] if deltas else 0
+        opts["last_offset_delta"] = draw(st.integers(last, INT32_MAX))
+    return records, opts
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_batches())
+def test_fast_codec_matches_construct_spec(batch):
+    records, opts = batch
+    try:
+        spec_raw = _spec_encode_batch(records, **opts)
+    except ConstructError:  # e.g. a computed maxTimestamp beyond int64: both refuse
+        with pytest.raises(ValueError):
+            encode_batch(records, **opts)
+        return
+    raw = encode_batch(records, **opts)
+    assert raw == spec_raw
+    fast = decode_batches(raw)
+    assert fast == _spec_decode_batches(raw)
+    [b] = fast
+    if opts["timestamp_type"] == LOG_APPEND_TIME:
+        assert [r.timestamp for r in b.records] == [b.max_timestamp] * len(records)
+        assert [(r.offset, r.key, r.value, r.headers) for r in b.records] == [
+            (r.offset, r.key, r.value, r.headers) for r in records
+        ]
+    else:
+        assert b.records == records
+    # two batches back to back, the second one cut: the same batches from both
+    both = raw + raw
+    for cut in (len(both), len(both) - 1, len(raw) + 12):
+        assert decode_batches(both[:cut]) == _spec_decode_batches(both[:cut])
+
+
+_INTERESTING = [0x00, 0x01, 0x02, 0x03, 0x7E, 0x7F, 0x80, 0x81, 0xFE, 0xFF]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_batches(), st.data())
+def test_mutated_records_sections_rejected_by_both(batch, data):
+    records, opts = batch
+    records = records[:6]
+    for r in records:  # keep sections small, so that mutations hit the structure
+        r.value = r.value[:50] if r.value else r.value
+    opts = {**opts, "compression": NONE, "timestamp_type": 0}
+    opts.pop("last_offset_delta", None)
+    try:
+        raw = encode_batch(records, **opts)
+    except ValueError:
+        return
+    section = bytearray(raw[61:])
+    for _ in range(data.draw(st.integers(1, 3), label="mutations")):
+        kind = data.draw(st.sampled_from(["set", "set", "insert", "delete", "truncate", "extend"]))
+        at = data.draw(st.integers(0, len(section)), label="at")
+        byte = data.draw(st.one_of(st.sampled_from(_INTERESTING), st.integers(0, 255)))
+        if kind == "set" and at < len(section):
+            section[at] = byte
+        elif kind == "insert":
+            section[at:at] = bytes([byte])
+        elif kind == "delete":
+            del section[at : at + data.draw(st.integers(1, 6))]
+        elif kind == "truncate":
+            del section[at:]
+        elif kind == "extend":
+            section += bytes([byte]) * data.draw(st.integers(1, 6))
+    count = len(records) + data.draw(st.sampled_from([0, 0, 0, -1, 1]), label="count change")
+    codec = data.draw(st.sampled_from(ALL_CODECS), label="codec")
+    buf = _batch_around(bytes(section), count, codec, opts["base_offset"])
+    fast = _outcome(decode_batches, buf)
+    spec = _outcome(_spec_decode_batches, buf)
+    assert fast == spec
+    event(fast[0])
+    if fast[0] == "ok":
+        assert fast[1][0].record_count == len(fast[1][0].records)
+
+
+def test_corrupt_batch_message_names_its_position():
+    good = encode_batch(_sample_records())
+    bad = _batch_around(b"\x02\x00", 1)  # a record of 1 byte: attributes only
+    with pytest.raises(
+        CorruptRecordError, match=f"batch at byte {len(good)}: records do not match"
+    ):
+        decode_batches(good + bad)
+
+
+# Each malformed record below is refused by both codecs, with Kafka (DefaultRecord.readFrom).
+_KEY_K = b"\x02k"  # key length 1, "k"
+_NO_HEADERS = b"\x00"
+
+
+@pytest.mark.parametrize(
+    "section, count, why",
+    [
+        (
+            _raw_record(b"\x00\x00\x00" + _KEY_K + b"\x01" + _NO_HEADERS) + b"\x00",
+            1,
+            "trailing byte",
+        ),
+        (
+            _raw_record(b"\x00\x00\x00" + _KEY_K + b"\x01" + _NO_HEADERS + b"\x00"),
+            1,
+            "record length slack",
+        ),
+        (_raw_record(b"\x00\x00\x00" + _KEY_K + b"\x01"), 1, "record ends before its header count"),
+        (_zz(-2) + b"\x00" * 6, 1, "negative record length"),
+        (_raw_record(b"\x00\x00\x00\x03\x01" + _NO_HEADERS), 1, "key length -2"),
+        (_raw_record(b"\x00\x00\x00" + _KEY_K + b"\x03" + _NO_HEADERS), 1, "value length -2"),
+        (_raw_record(b"\x00\x00\x00" + _KEY_K + b"\x01\x02\x02h\x03"), 1, "header value length -2"),
+        (_raw_record(b"\x00\x00\x00" + _KEY_K + b"\x01\x01"), 1, "header count -1"),
+        (
+            _raw_record(b"\x00\x00\x00" + _KEY_K + b"\x01\x02\x01\x01"),
+            1,
+            "header key length -1 (null)",
+        ),
+        (
+            _raw_record(b"\x00\x00\x00" + _KEY_K + b"\x01\x02\x04\xff\xfe\x01"),
+            1,
+            "header key not UTF-8",
+        ),
+        (_raw_record(b"\x00\x00\x00" + _KEY_K + b"\x01\x02\x02h"), 1, "header without its value"),
+        (
+            _raw_record(b"\x00\x00\x80\x80\x80\x80\x80\x00" + _KEY_K + b"\x01" + _NO_HEADERS),
+            1,
+            "6-byte varint",
+        ),
+        (
+            _raw_record(b"\x00" + b"\x80" * 10 + b"\x00\x00" + _KEY_K + b"\x01" + _NO_HEADERS),
+            1,
+            "11-byte varlong",
+        ),
+        (
+            _raw_record(b"\x00\x00\x00\x7f" + _KEY_K + b"\x01" + _NO_HEADERS),
+            1,
+            "key length overruns",
+        ),
+        (b"", 1, "no record at all"),
+        (
+            _raw_record(b"\x00\x00\x00" + _KEY_K + b"\x01" + _NO_HEADERS),
+            2,
+            "fewer records than counted",
+        ),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
+@pytest.mark.parametrize("codec", [NONE, LZ4], ids=lambda c: CODEC_NAMES[c])
+def test_malformed_records_rejected_by_both(section, count, why, codec):
+    buf = _batch_around(section, count, codec)
+    with pytest.raises(CorruptRecordError, match="batch at byte 0"):
+        decode_batches(buf)
+    with pytest.raises(CorruptRecordError):
+        _spec_decode_batches(buf)
+
+
+def test_kafka_varint_edge_cases_accepted_by_both():
+    # Over-long but terminated encodings are fine (Kafka's readVarint reads them); bits of a
+    # 5th varint byte beyond 32 and of a 10th varlong byte beyond 64 are dropped, as Java does.
+    cases = [
+        # offsetDelta 3 written in 2 bytes (0x86 0x00), timestampDelta -1 as 0x81 0x00
+        (b"\x00\x81\x00\x86\x00" + _KEY_K + b"\x01" + _NO_HEADERS, 3, -1),
+        # offsetDelta: 5 bytes whose value is 2^32 + 4 -> 4 after dropping bit 32
+        (b"\x00\x00\x84\x80\x80\x80\x10" + _KEY_K + b"\x01" + _NO_HEADERS, 2, 0),
+        # timestampDelta: 10 bytes, raw 2^64 + 3 -> 3 -> zigzag -2
+        (b"\x00\x83" + b"\x80" * 8 + b"\x02" + b"\x00" + _KEY_K + b"\x01" + _NO_HEADERS, 0, -2),
+        # int32 extremes as 5-byte varints
+        (b"\x00\x00\xfe\xff\xff\xff\x0f" + _KEY_K + b"\x01" + _NO_HEADERS, INT32_MAX, 0),
+    ]
+    for body, offset_delta, ts_delta in cases:
+        buf = _batch_around(_raw_record(body), 1, NONE)
+        [fast] = decode_batches(buf)
+        assert fast == _spec_decode_batches(buf)[0]
+        [r] = fast.records
+        assert (r.offset, r.timestamp - fast.base_timestamp, r.key, r.value) == (
+            offset_delta,
+            ts_delta,
+            b"k",
+            None,
+        )
+    # the smallest int32 (zigzag 2^32 - 1) and int64
+    body = (
+        b"\x00" + b"\xff" * 9 + b"\x01" + b"\xff\xff\xff\xff\x0f" + _KEY_K + b"\x01" + _NO_HEADERS
+    )
+    [b] = decode_batches(_batch_around(_raw_record(body), 1, NONE))
+    assert (b.records[0].offset, b.records[0].timestamp - b.base_timestamp) == (
+        INT32_MIN,
+        INT64_MIN,
+    )
+
+
+def test_encode_refuses_what_the_format_cannot_hold():
+    with pytest.raises(ValueError, match="2\\^31-1"):
+        encode_batch([Record(0, 0, None, None), Record(1 << 31, 0, None, None)])
+    with pytest.raises(ConstructError):
+        _spec_encode_batch([Record(0, 0, None, None), Record(1 << 31, 0, None, None)])
+    with pytest.raises(ValueError, match="timestamp"):
+        encode_batch([Record(0, INT64_MAX, None, None)], base_timestamp=-1)
+    with pytest.raises(ValueError, match="out of range"):
+        encode_batch([Record(0, 0, None, None)], producer_epoch=1 << 15)
+    # bytes-like keys and values are written as bytes, as the spec's adapter does
+    rec = Record(0, 5, bytearray(b"k"), memoryview(b"value"), [("h", bytearray(b"v"))])
+    assert encode_batch([rec]) == _spec_encode_batch([rec])
