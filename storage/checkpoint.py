@@ -7,9 +7,13 @@ directory is fsynced, so a crash leaves either the old or the new file whole.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from . import failpoints
 
@@ -17,6 +21,7 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 CHECKPOINT_VERSION = 0
+T = TypeVar("T")
 
 
 def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
@@ -95,3 +100,48 @@ def read_offsets(path: Path) -> dict[TopicPartition, int]:
     except (ValueError, IndexError) as e:
         log.warning("ignoring malformed checkpoint file %s: %s", path, e)
         return {}
+
+
+# ---- JSON state files with a copy (topics, ACLs): ours, not Kafka's ------------------------------
+
+
+def json_checksum(payload: Any) -> int:
+    """CRC-32 of a JSON payload in canonical form: what a state file stores beside its payload."""
+    return zlib.crc32(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
+
+
+def backup_path(path: Path) -> Path:
+    return path.with_name(path.name + ".bak")
+
+
+def write_with_copy(path: Path, document: dict[str, Any]) -> None:
+    """Write a JSON state file (tmp + fsync + rename), then its ``.bak`` copy. The copy needs no
+    fsync: after a power loss a torn copy fails its checksum. OSError if the file itself cannot
+    be written (the old one stays as it was); a copy that cannot be written is only logged."""
+    text = (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
+    atomic_write(path, text)
+    try:
+        atomic_write(backup_path(path), text, sync=False)
+    except OSError as e:
+        log.warning("cannot write %s: %s", backup_path(path).name, e)
+
+
+def read_with_copy(path: Path, parse: Callable[[str], T], what: str) -> tuple[T | None, list[str]]:
+    """The first of ``path`` and its copy that ``parse`` accepts (ValueError: damaged), and the
+    problems met on the way; (None, []) if neither exists. Restoring from the copy is logged;
+    what to do when both are damaged is the caller's policy."""
+    problems: list[str] = []
+    for i, candidate in enumerate((path, backup_path(path))):
+        try:
+            value = parse(candidate.read_text())
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as e:
+            problems.append(f"{candidate.name}: {e}")
+            continue
+        if problems:
+            log.warning("%s is damaged (%s): %s restored from %s", path.name, problems[0], what, candidate.name)
+        elif i == 1:
+            log.warning("%s is missing: %s restored from %s", path.name, what, candidate.name)
+        return value, problems
+    return None, problems

@@ -19,7 +19,6 @@ import shutil
 import threading
 import time
 import uuid
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -232,10 +231,6 @@ class LogManager:
     # caught) and has a copy, sidecar-topics.json.bak, written after it: if one is damaged the
     # other is used; if both are, the damaged file is kept aside and configs fall back to defaults.
 
-    @staticmethod
-    def _topics_checksum(topics: Any) -> int:
-        return zlib.crc32(json.dumps(topics, sort_keys=True, separators=(",", ":")).encode())
-
     @classmethod
     def _parse_topics_file(cls, text: str) -> dict[str, dict[str, Any]]:
         """The topics of a topics file, each checked; ValueError if the file is damaged."""
@@ -243,7 +238,7 @@ class LogManager:
         if not isinstance(data, dict) or not isinstance(data.get("topics", {}), dict):
             raise ValueError("not a topics file")
         topics = data.get("topics", {})
-        if "crc32" in data and data["crc32"] != cls._topics_checksum(topics):
+        if "crc32" in data and data["crc32"] != checkpoint.json_checksum(topics):
             raise ValueError("checksum mismatch")
         out: dict[str, dict[str, Any]] = {}
         for name, saved in topics.items():
@@ -264,20 +259,8 @@ class LogManager:
 
     def _read_topics_file(self) -> dict[str, dict[str, Any]]:
         path = self.data_dir / TOPICS_FILE
-        backup = path.with_name(path.name + ".bak")
-        problems = []
-        for i, candidate in enumerate((path, backup)):
-            try:
-                topics = self._parse_topics_file(candidate.read_text())
-            except FileNotFoundError:
-                continue
-            except (OSError, ValueError) as e:
-                problems.append(f"{candidate.name}: {e}")
-                continue
-            if problems:
-                log.warning("%s is damaged (%s): topic configs restored from %s", path.name, problems[0], candidate.name)
-            elif i == 1:
-                log.warning("%s is missing: topic configs restored from %s", path.name, candidate.name)
+        topics, problems = checkpoint.read_with_copy(path, self._parse_topics_file, "topic configs")
+        if topics is not None:
             return topics
         if problems:
             kept = path.with_name(path.name + ".damaged")
@@ -293,14 +276,8 @@ class LogManager:
             t.name: {"topic_id": kafka_uuid_str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
             for t in self.topics.values()
         }
-        data = {"version": 1, "topics": topics, "crc32": self._topics_checksum(topics)}
-        text = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
-        checkpoint.atomic_write(self.data_dir / TOPICS_FILE, text)
-        try:
-            # The copy needs no fsync: after a power loss a torn copy fails its checksum.
-            checkpoint.atomic_write(self.data_dir / (TOPICS_FILE + ".bak"), text, sync=False)
-        except OSError as e:
-            log.warning("cannot write %s.bak: %s", TOPICS_FILE, e)
+        checkpoint.write_with_copy(self.data_dir / TOPICS_FILE,
+                                   {"version": 1, "topics": topics, "crc32": checkpoint.json_checksum(topics)})
 
     def _resolve_topic_id(self, topic: str, saved_id: str | None) -> uuid.UUID:
         """The topic's id: from the topics file, else the first readable partition.metadata, else new."""

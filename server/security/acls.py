@@ -25,7 +25,6 @@ import ipaddress
 import json
 import logging
 import os
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
@@ -484,10 +483,6 @@ class AclFileError(Exception):
     """The ACL file (and its copy) cannot be read: the broker must not start without its ACLs."""
 
 
-def _checksum(acls: list[dict[str, str]]) -> int:
-    return zlib.crc32(json.dumps(acls, sort_keys=True, separators=(",", ":")).encode())
-
-
 def parse_acls_file(text: str) -> list[AclBinding]:
     """The ACLs of an ACL file's text; ValueError if the file is damaged."""
     data = json.loads(text)
@@ -495,7 +490,7 @@ def parse_acls_file(text: str) -> list[AclBinding]:
         raise ValueError("not an ACL file")
     if data.get("version") != ACLS_FILE_VERSION:
         raise ValueError(f"unknown version {data.get('version')!r}")
-    if data.get("crc32") != _checksum(data["acls"]):
+    if data.get("crc32") != checkpoint.json_checksum(data["acls"]):
         raise ValueError("checksum mismatch")
     return [AclBinding.from_json(item) for item in data["acls"]]
 
@@ -505,7 +500,7 @@ class AclFile:
 
     def __init__(self, data_dir: Path) -> None:
         self.path = Path(data_dir) / ACLS_FILE
-        self.backup = self.path.with_name(self.path.name + ".bak")
+        self.backup = checkpoint.backup_path(self.path)
 
     def exists(self) -> bool:
         return self.path.exists() or self.backup.exists()
@@ -514,19 +509,8 @@ class AclFile:
         """The stored ACLs (none if there is no file). The copy is used if the file is damaged or
         missing; if both are damaged, AclFileError (starting without the ACLs could open access:
         DENY ACLs would be gone)."""
-        problems = []
-        for i, candidate in enumerate((self.path, self.backup)):
-            try:
-                acls = parse_acls_file(candidate.read_text())
-            except FileNotFoundError:
-                continue
-            except (OSError, ValueError) as e:
-                problems.append(f"{candidate.name}: {e}")
-                continue
-            if problems:
-                log.warning("%s is damaged (%s): ACLs restored from %s", self.path.name, problems[0], candidate.name)
-            elif i == 1:
-                log.warning("%s is missing: ACLs restored from %s", self.path.name, candidate.name)
+        acls, problems = checkpoint.read_with_copy(self.path, parse_acls_file, "ACLs")
+        if acls is not None:
             return acls
         if problems:
             raise AclFileError(
@@ -539,12 +523,5 @@ class AclFile:
         """Replace the file (tmp + fsync + rename + dir fsync), then its copy. OSError if the file
         cannot be written (the old one is left as it was)."""
         items = [a.to_json() for a in sorted(acls, key=display_order)]
-        data = {"version": ACLS_FILE_VERSION, "acls": items, "crc32": _checksum(items)}
-        text = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
         os.makedirs(self.path.parent, exist_ok=True)
-        checkpoint.atomic_write(self.path, text)
-        try:
-            # The copy needs no fsync: after a power loss a torn copy fails its checksum.
-            checkpoint.atomic_write(self.backup, text, sync=False)
-        except OSError as e:
-            log.warning("cannot write %s: %s", self.backup.name, e)
+        checkpoint.write_with_copy(self.path, {"version": ACLS_FILE_VERSION, "acls": items, "crc32": checkpoint.json_checksum(items)})
