@@ -1,0 +1,1 @@
+"""Transactions: the transaction coordinator, its __transaction_state log, and the transaction APIs."""
