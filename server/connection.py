@@ -162,6 +162,7 @@ class Connection:
                     reason = f"certificate verify failed: {e.verify_message}"
                 log.warning("failed authentication from %s (listener %s): SSL handshake failed: %s",
                             self.peer, sec.endpoint.name, reason)
+                self.broker.metrics.authentications_failed[sec.endpoint.name] += 1
                 self.writer.transport.abort()
                 return False
             self.writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
@@ -173,9 +174,12 @@ class Connection:
                 except (NoMatchingRule, ValueError) as e:
                     log.warning("failed authentication from %s (listener %s): cannot map the client certificate "
                                 "to a principal: %s", self.peer, sec.endpoint.name, e)
+                    self.broker.metrics.authentications_failed[sec.endpoint.name] += 1
                     self.writer.transport.abort()
                     return False
                 log.debug("connection from %s: TLS as %s", self.peer, self.principal)
+                if self.principal != "User:ANONYMOUS":
+                    self.broker.metrics.authentications_succeeded[sec.endpoint.name] += 1
         if sec.sasl is not None:
             self.sasl = SaslServerAuthenticator(sec.sasl, self.peer)
         return True
@@ -183,6 +187,7 @@ class Connection:
     async def _authentication_failed(self, response: list[Any] | None) -> None:
         """Kafka delays a failed authentication's answer and the close (brute force gets slow)."""
         assert self.sasl is not None
+        self.broker.metrics.authentications_failed[getattr(self, "listener", "PLAINTEXT")] += 1
         delay = self.sasl.settings.failed_delay_ms
         if delay > 0:
             await asyncio.sleep(delay / 1000)

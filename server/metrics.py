@@ -12,6 +12,7 @@ Kafka's familiar figures, named the way the JMX exporter names Kafka's MBeans:
   (one broker, every replica in sync)
 - ``kafka_log_logcleaner_*`` and ``kafka_log_logmanager_retention_*``: cleaner and retention rounds
 - ``kafka_server_socketserver_{connections,connections_opened_total,connections_closed_total}{listener}``
+- ``kafka_server_socketserver_{failed,successful}_authentication_total{listener}``
 - ``kafka_sidecar_ready``, ``kafka_sidecar_info`` and the ``process_*`` figures.
 
 The hot paths only bump plain integers in dicts (per request, per partition, never per record);
@@ -92,6 +93,10 @@ class Metrics:
         self.messages_out: dict[str, int] = defaultdict(int)
         self.connections_opened: dict[str, int] = defaultdict(int)
         self.connections_closed: dict[str, int] = defaultdict(int)
+        # Authentications (TLS client certificate or SASL) per listener, as Kafka's socket-server
+        # metrics count them (failed-authentication-total, successful-authentication-total).
+        self.authentications_failed: dict[str, int] = defaultdict(int)
+        self.authentications_succeeded: dict[str, int] = defaultdict(int)
         self.retention_rounds = 0
         self.retention_segments_deleted = 0
         self.retention_last_seconds = 0.0
@@ -270,11 +275,17 @@ class SidecarCollector:
         conns = GaugeMetricFamily("kafka_server_socketserver_connections", "Open client connections, per listener", labels=["listener"])
         opened = CounterMetricFamily("kafka_server_socketserver_connections_opened", "Client connections accepted, per listener", labels=["listener"])
         closed = CounterMetricFamily("kafka_server_socketserver_connections_closed", "Client connections closed, per listener", labels=["listener"])
+        failed = CounterMetricFamily("kafka_server_socketserver_failed_authentication",
+                                     "Failed TLS handshakes and SASL authentications, per listener", labels=["listener"])
+        succeeded = CounterMetricFamily("kafka_server_socketserver_successful_authentication",
+                                        "Successful TLS client authentications and SASL authentications, per listener", labels=["listener"])
         for n in names:
             conns.add_metric([n], current.get(n, 0))
             opened.add_metric([n], m.connections_opened.get(n, 0))
             closed.add_metric([n], m.connections_closed.get(n, 0))
-        yield from (conns, opened, closed)
+            failed.add_metric([n], m.authentications_failed.get(n, 0))
+            succeeded.add_metric([n], m.authentications_succeeded.get(n, 0))
+        yield from (conns, opened, closed, failed, succeeded)
 
 
 def make_registry(broker: Broker) -> CollectorRegistry:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 
 if TYPE_CHECKING:
@@ -32,8 +33,11 @@ async def handle_sasl_authenticate(broker: Broker, conn: Connection, header: Req
     if sasl is None:
         return {"error_code": ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime": 0,
                 "error_message": "SaslAuthenticate request received after successful authentication"}
+    was_authenticated = sasl.authenticated
     out = sasl.authenticate(header.api_version, bytes(request.auth_bytes))
     if sasl.authenticated and sasl.principal is not None:
         conn.principal = sasl.principal
+    if out.error_code == errors.NONE and sasl.authenticated and not was_authenticated:
+        broker.metrics.authentications_succeeded[getattr(conn, "listener", "PLAINTEXT")] += 1
     return {"error_code": out.error_code, "error_message": out.error_message,
             "auth_bytes": out.auth_bytes, "session_lifetime": out.session_lifetime_ms}

@@ -24,6 +24,8 @@ from confluent_kafka.admin import (
 from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 
+from tests.integration.test_operability import scrape
+from tests.integration.test_operability import servers as servers  # a fixture, shared
 from tests.integration.test_security_auth import PLAIN_MODULE, SecureServer
 from tests.support import wait_until
 
@@ -148,3 +150,20 @@ def test_acl_admin_needs_alter_on_the_cluster(server):
     with pytest.raises(KafkaException) as e:
         admin.create_acls([acl])[acl].result(TIMEOUT)
     assert e.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_authentication_metrics(servers):  # noqa: F811 (the fixture imported above)
+    """kafka_server_socketserver_{failed,successful}_authentication_total count SASL outcomes per listener."""
+    s = servers(["--metrics-port", "0", "--override", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+                 "--override", "sasl.enabled.mechanisms=PLAIN",
+                 "--override", f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}"])
+    assert produce(s.bootstrap, "alice", f"m-{uuid.uuid4().hex[:6]}", [b"x"]) == [None]  # auto-created topic
+    bad = Producer({"bootstrap.servers": s.bootstrap, **sasl("alice"), "sasl.password": "wrong", "message.timeout.ms": 3000})
+    bad.produce("m", b"y")
+    bad.flush(5)
+    del bad  # librdkafka's threads stop retrying
+    key = (("listener", "SASL_PLAINTEXT"),)
+    wait_until(lambda: scrape(s).get(("kafka_server_socketserver_failed_authentication_total", key), 0) >= 1)
+    got = scrape(s)
+    assert got[("kafka_server_socketserver_successful_authentication_total", key)] >= 1
+    assert got[("kafka_server_socketserver_failed_authentication_total", key)] >= 1
