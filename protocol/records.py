@@ -23,10 +23,18 @@ Record (varint = zigzag LEB128, as protobuf ``sint32``/``sint64``)::
 
 The ``construct`` structures below (``RecordBatchSpec``, ``BatchBodySpec``,
 ``RecordsSpec``, ``RecordSpec``) are the readable specification. They parse at a
-few MB/s, so ``decode_batches`` and ``encode_batch`` do the same work by hand
-(``struct`` for the header, an inlined varint loop for the records); the unit
-tests check that both accept and reject the same bytes and produce the same
-objects and bytes (``tests/unit/test_records.py``).
+few MB/s, so the codec does the same work by hand (``struct`` for the header, an
+inlined varint loop for the records); the unit tests check that both accept and
+reject the same bytes and produce the same objects and bytes
+(``tests/unit/test_records.py``).
+
+This is the one record codec of the code base: ``decode_batches`` /
+``encode_batch`` with ``Record`` objects, and, for readers that want columns
+rather than objects (the Spark data sources, the group coordinator's loader),
+``iter_batches`` (checked headers, records not read) + ``decode_records``
+(a batch's records appended field by field to five lists) and
+``encode_columns``. Records are walked in one place each way:
+``_decode_records`` and ``encode_columns``.
 
 Decoding follows Kafka's ``DefaultRecordBatch`` / ``DefaultRecord.readFrom``:
 
@@ -36,7 +44,7 @@ Decoding follows Kafka's ``DefaultRecordBatch`` / ``DefaultRecord.readFrom``:
 - a record's fields must fill exactly its declared length ("Invalid record
   size"), and the (decompressed) records section must hold exactly
   ``recordCount`` records and nothing after them;
-- a negative header count or header key length is invalid.
+- a negative record count, header count or header key length is invalid.
 
 Two deliberate differences, where we are stricter than Kafka: a key, value or
 header value length below -1 is rejected (Kafka reads any negative length as
@@ -47,7 +55,7 @@ with U+FFFD replacement characters).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import crc32c
@@ -86,6 +94,7 @@ from .record_batch import (
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
+    BatchHeader,
     CorruptRecordError,
     increment_sequence,
 )
@@ -307,13 +316,21 @@ _MASK32 = (1 << 32) - 1
 _MASK64 = (1 << 64) - 1
 
 
+_BATCH_LENGTH = struct.Struct(">i")
+_new_tuple = tuple.__new__  # BatchHeader from the unpacked fields without namedtuple's _make
+
+
 class _Malformed(Exception):
     """A records section that does not follow the format (internal; becomes CorruptRecordError)."""
 
 
 def _zigzag(n: int) -> bytes:
     """Zigzag LEB128 of ``n`` (any int64)."""
-    v = (n << 1) if n >= 0 else ((-n) << 1) - 1
+    return _uvarint((n << 1) if n >= 0 else ((-n) << 1) - 1)
+
+
+def _uvarint(v: int) -> bytes:
+    """LEB128 of ``v`` >= 0 (a zigzag value)."""
     if v < 0x80:
         return _ENC1[v]
     out = bytearray()
@@ -321,6 +338,28 @@ def _zigzag(n: int) -> bytes:
         out.append((v & 0x7F) | 0x80)
         v >>= 7
     out.append(v)
+    return bytes(out)
+
+
+def _size(v: int) -> int:
+    """Bytes of the LEB128 of ``v`` >= 0."""
+    return (v.bit_length() + 6) // 7 or 1
+
+
+def _encode_headers(headers: list[tuple[str, bytes | None]]) -> bytes:
+    """A record's header count and headers."""
+    out = bytearray(_zigzag(len(headers)))
+    for hk, hv in headers:
+        kb = hk.encode("utf-8")
+        out += _zigzag(len(kb))
+        out += kb
+        if hv is None:
+            out += b"\x01"
+        else:
+            if type(hv) is not bytes:
+                hv = bytes(hv)
+            out += _zigzag(len(hv))
+            out += hv
     return bytes(out)
 
 
@@ -366,78 +405,132 @@ def decode_batches(
     malformed batch (or a CRC mismatch when ``verify_crc``).
     """
     data = buf if type(buf) is bytes else bytes(buf)
-    view = memoryview(data)
-    total = len(data)
     batches: list[RecordBatch] = []
-    pos = 0
+    for pos, h in iter_batches(data, verify_crc=verify_crc):
+        offsets: list[int] = []
+        timestamps: list[int] = []
+        keys: list[bytes | None] = []
+        values: list[bytes | None] = []
+        headers: list[list[tuple[str, bytes | None]]] = []
+        decode_records(data, pos, h, offsets, timestamps, keys, values, headers)
+        batches.append(
+            RecordBatch(*h, list(map(Record, offsets, timestamps, keys, values, headers)))
+        )
+    return batches
+
+
+def iter_batches(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = True
+) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each complete batch in ``buf`` from ``pos``, records not read.
+
+    A truncated trailing batch (a Fetch response cut at its byte limit, a log tail
+    being written) ends the iteration. Raises CorruptRecordError on a batch that
+    declares a length shorter than its header, is not magic 2, fails its CRC-32C
+    check (when ``verify_crc``) or has a negative record count (Kafka's
+    ``DefaultRecordBatch``: "Found invalid record count"). ``decode_records``
+    reads a batch's records.
+    """
+    view = memoryview(buf)
+    total = len(view)
+    length_at = _BATCH_LENGTH.unpack_from
+    unpack = BATCH_HEADER.unpack_from
     while total - pos >= LOG_OVERHEAD:
-        batch_length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+        (batch_length,) = length_at(view, pos + 8)
         if batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
             raise CorruptRecordError(f"batch at byte {pos} declares length {batch_length}")
         size = batch_length + LOG_OVERHEAD
         if pos + size > total:
-            break  # truncated trailing batch
-        batches.append(_decode_one(data, view, pos, size, verify_crc))
+            return  # truncated trailing batch
+        h = _new_tuple(BatchHeader, unpack(view, pos))
+        if h.magic != MAGIC:
+            raise CorruptRecordError(f"batch at byte {pos} has magic {h.magic}, expected {MAGIC}")
+        if verify_crc:
+            actual = crc32c.crc32c(view[pos + _ATTRIBUTES_POS : pos + size])
+            if actual != h.crc:
+                raise CorruptRecordError(
+                    f"batch at byte {pos} fails its CRC-32C check (stored {h.crc}, computed {actual})"
+                )
+        if h.record_count < 0:
+            raise CorruptRecordError(f"batch at byte {pos} has record count {h.record_count}")
+        yield pos, h
         pos += size
-    return batches
 
 
-def _decode_one(
-    data: bytes, view: memoryview, pos: int, size: int, verify_crc: bool
-) -> RecordBatch:
-    """The batch of ``size`` bytes at ``pos`` (at least a full header)."""
-    (base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
-     base_ts, max_ts, producer_id, producer_epoch, base_sequence, record_count) = BATCH_HEADER.unpack_from(data, pos)  # fmt: skip
-    if magic != MAGIC:
-        raise CorruptRecordError(f"batch at byte {pos} has magic {magic}, expected {MAGIC}")
-    end = pos + size
-    if verify_crc:
-        actual = crc32c.crc32c(view[pos + _ATTRIBUTES_POS : end])
-        if actual != crc:
-            raise CorruptRecordError(
-                f"batch at byte {pos} fails its CRC-32C check (stored {crc}, computed {actual})"
-            )
-    if record_count < 0:
-        raise CorruptRecordError(f"batch at byte {pos} has record count {record_count}")
-    batch = RecordBatch(
-        base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
-        base_ts, max_ts, producer_id, producer_epoch, base_sequence, record_count,
-    )  # fmt: skip
-    codec = attributes & COMPRESSION_MASK
+def decode_records(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    header: BatchHeader,
+    offsets: list[int],
+    timestamps: list[int],
+    keys: list[bytes | None],
+    values: list[bytes | None],
+    headers: list[list[tuple[str, bytes | None]]],
+) -> int:
+    """Append the records of the batch at ``pos`` to five lists, one per field (columns,
+    no per-record objects); returns how many.
+
+    ``header`` is the batch's header as ``iter_batches`` yields it (already checked).
+    Offsets and timestamps are absolute, as in ``decode_batches``; a record without
+    headers gets ``[]``. The batch is appended whole or, with CorruptRecordError, not
+    at all. Keys and values are ``bytes`` (copies: ``buf`` may be reused).
+    """
+    base_offset, batch_length, _, _, _, attributes, _, base_ts, max_ts, _, _, _, count = header
     start = pos + BATCH_HEADER_SIZE
+    end = pos + batch_length + LOG_OVERHEAD
+    codec = attributes & COMPRESSION_MASK
     if codec:
         try:
-            section = _compression.decompress(codec, view[start:end])
+            section = _compression.decompress(codec, memoryview(buf)[start:end])
         except ValueError as e:
             raise CorruptRecordError(f"batch at byte {pos}: {e}") from e
         start, end = 0, len(section)
+    elif type(buf) is bytes:
+        section = buf  # read in place
     else:
-        section = data
+        section = bytes(memoryview(buf)[start:end])
+        start, end = 0, len(section)
+    n0 = len(offsets)
     try:
-        batch.records = _decode_records(
-            section, start, end, record_count, base_offset,
+        _decode_records(
+            section, start, end, count, base_offset,
             max_ts if attributes & TIMESTAMP_TYPE_MASK else None, base_ts,
+            offsets, timestamps, keys, values, headers,
         )  # fmt: skip
     except (_Malformed, IndexError, UnicodeDecodeError) as e:
+        added = len(offsets) - n0  # the same in every list: each record is appended to all five
+        if added:
+            for column in (offsets, timestamps, keys, values, headers):
+                del column[len(column) - added :]
         why = "records end early" if isinstance(e, IndexError) else str(e)
         raise CorruptRecordError(
-            f"batch at byte {pos}: records do not match the declared count {record_count}: {why}"
+            f"batch at byte {pos}: records do not match the declared count {count}: {why}"
         ) from None
-    return batch
+    return count
 
 
 def _decode_records(
-    data: bytes, p: int, end: int, count: int, base_offset: int, append_ts: int | None, base_ts: int
-) -> list[Record]:
-    """``count`` records from ``data[p:end]``, which they must fill exactly.
+    data: bytes,
+    p: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    append_ts: int | None,
+    base_ts: int,
+    offsets: list[int],
+    timestamps: list[int],
+    keys: list[bytes | None],
+    values: list[bytes | None],
+    headers_col: list[list[tuple[str, bytes | None]]],
+) -> None:
+    """``count`` records from ``data[p:end]``, which they must fill exactly, appended field
+    by field to the five lists. The one place that walks records (the Spark readers and the
+    group coordinator's loader come here through ``decode_records``).
 
     Raises _Malformed, IndexError (ran off the data) or UnicodeDecodeError (header key).
     Each varint is read inline when it has one or two bytes, by ``_varint`` otherwise.
     """
     zz = _ZZ1
-    records: list[Record] = []
-    append = records.append
-    new = Record
     for i in range(count):
         # length
         b = data[p]
@@ -458,6 +551,10 @@ def _decode_records(
         if b < 0x80:
             ts_delta = zz[b]
             p += 2
+        elif (c := data[p + 2]) < 0x80:
+            v = (b & 0x7F) | (c << 7)
+            ts_delta = (v >> 1) ^ -(v & 1)
+            p += 3
         else:
             ts_delta, p = _varlong(data, p + 1)
         # offsetDelta
@@ -530,11 +627,13 @@ def _decode_records(
             raise _Malformed(
                 f"record {i}: its fields take {p - rend + length} of its {length} bytes"
             )
-        append(new(base_offset + off_delta, base_ts + ts_delta if append_ts is None else append_ts,
-                   key, value, headers))  # fmt: skip
+        offsets.append(base_offset + off_delta)
+        timestamps.append(base_ts + ts_delta if append_ts is None else append_ts)
+        keys.append(key)
+        values.append(value)
+        headers_col.append(headers)
     if p != end:
         raise _Malformed(f"{end - p} bytes after the last record")
-    return records
 
 
 def _decode_headers(data: bytes, p: int, rend: int, count: int, i: int) -> list:
@@ -612,84 +711,156 @@ def encode_batch(
     int32 / int64, header fields out of range).
     """
     records = records if type(records) is list else list(records)
+    return encode_columns(
+        [r.offset for r in records], [r.timestamp for r in records], [r.key for r in records],
+        [r.value for r in records], [r.headers for r in records],
+        base_offset=base_offset, compression=compression, producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch, timestamp_type=timestamp_type,
+        is_transactional=is_transactional, is_control=is_control, base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp, delete_horizon_ms=delete_horizon_ms,
+        last_offset_delta=last_offset_delta, compression_level=compression_level,
+    )  # fmt: skip
+
+
+def encode_columns(
+    offsets: Sequence[int],
+    timestamps: Sequence[int],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    headers: Sequence[list[tuple[str, bytes | None]] | None],
+    *,
+    base_offset: int = 0,
+    compression: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    timestamp_type: int = CREATE_TIME,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
+    delete_horizon_ms: int | None = None,
+    last_offset_delta: int | None = None,
+    compression_level: int | None = None,
+) -> bytes:
+    """``encode_batch`` for records given field by field, as ``decode_records`` reads them:
+    five sequences of the same length, no per-record objects (``None`` headers = none).
+    The options and the bytes are ``encode_batch``'s.
+    """
     if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
         raise ValueError(
             f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), not {timestamp_type}"
         )
     _compression.codec_name(compression)  # validates the codec id
 
+    count = len(offsets)
     if delete_horizon_ms is not None:
         if base_timestamp is not None and base_timestamp != delete_horizon_ms:
             raise ValueError("base_timestamp and delete_horizon_ms are the same field; give one")
         base_timestamp = delete_horizon_ms
     if base_timestamp is None:
-        base_timestamp = records[0].timestamp if records else NO_TIMESTAMP
+        base_timestamp = timestamps[0] if count else NO_TIMESTAMP
 
-    # The header is written last, in place; the records follow its 61 bytes.
+    # The header is written last, in place; the records follow its 61 bytes. Each record's
+    # size is computed first, so that its length prefix is written before it; varints of
+    # one or two bytes (values below 2^13 and above -2^13) are written inline.
     out = bytearray(BATCH_HEADER_SIZE)
     enc1 = _ENC1
     prev_delta = -1
-    top_ts = records[0].timestamp if records else NO_TIMESTAMP
-    for r in records:
-        offset_delta = r.offset - base_offset
+    top_ts = timestamps[0] if count else NO_TIMESTAMP
+    for offset, ts, key, value, hdrs in zip(
+        offsets, timestamps, keys, values, headers, strict=True
+    ):
+        offset_delta = offset - base_offset
         if offset_delta <= prev_delta:
             raise ValueError(
                 f"record offsets must be >= base_offset {base_offset} and strictly increasing "
-                f"(offset {r.offset} after delta {prev_delta})"
+                f"(offset {offset} after delta {prev_delta})"
             )
         if offset_delta > _INT32_MAX:
-            raise ValueError(
-                f"offset {r.offset} is more than 2^31-1 above base_offset {base_offset}"
-            )
+            raise ValueError(f"offset {offset} is more than 2^31-1 above base_offset {base_offset}")
         prev_delta = offset_delta
-        ts = r.timestamp
         if ts > top_ts:
             top_ts = ts
         ts_delta = ts - base_timestamp
         if not _INT64_MIN <= ts_delta <= _INT64_MAX:
             raise ValueError(f"timestamp {ts} is too far from base timestamp {base_timestamp}")
-        start = len(out)
-        out += b"\x00"  # attributes
-        out += enc1[ts_delta << 1] if 0 <= ts_delta < 64 else _zigzag(ts_delta)
-        out += enc1[offset_delta << 1] if offset_delta < 64 else _zigzag(offset_delta)
-        key = r.key
+        # zigzag values: timestampDelta, offsetDelta, key length, value length
+        tv = (ts_delta << 1) if ts_delta >= 0 else ((-ts_delta) << 1) - 1
+        ov = offset_delta << 1
+        size = 2 if not hdrs else 1  # attributes (+ a header count of 0)
         if key is None:
-            out += b"\x01"
+            kv = 1
         else:
             if type(key) is not bytes:
                 key = bytes(key)
-            n = len(key)
-            out += enc1[n << 1] if n < 64 else _zigzag(n)
-            out += key
-        value = r.value
+            kv = len(key) << 1
+            size += len(key)
         if value is None:
-            out += b"\x01"
+            vv = 1
         else:
             if type(value) is not bytes:
                 value = bytes(value)
-            n = len(value)
-            out += enc1[n << 1] if n < 64 else _zigzag(n)
-            out += value
-        headers = r.headers
-        if not headers:
-            out += b"\x00"
+            vv = len(value) << 1
+            size += len(value)
+        if hdrs:
+            hb = _encode_headers(hdrs)
+            size += len(hb)
+        size += (
+            (1 if tv < 0x80 else 2 if tv < 0x4000 else _size(tv))
+            + (1 if ov < 0x80 else 2 if ov < 0x4000 else _size(ov))
+            + (1 if kv < 0x80 else 2 if kv < 0x4000 else _size(kv))
+            + (1 if vv < 0x80 else 2 if vv < 0x4000 else _size(vv))
+        )
+        if size > _INT32_MAX:
+            raise ValueError(f"record at offset {offset} is larger than 2^31-1 bytes")
+        v = size << 1
+        if v < 0x80:
+            out += enc1[v]
+        elif v < 0x4000:
+            out.append((v & 0x7F) | 0x80)
+            out.append(v >> 7)
         else:
-            out += _zigzag(len(headers))
-            for hk, hv in headers:
-                kb = hk.encode("utf-8")
-                out += _zigzag(len(kb))
-                out += kb
-                if hv is None:
-                    out += b"\x01"
-                else:
-                    if type(hv) is not bytes:
-                        hv = bytes(hv)
-                    out += _zigzag(len(hv))
-                    out += hv
-        n = len(out) - start
-        if n > _INT32_MAX:
-            raise ValueError(f"record at offset {r.offset} is larger than 2^31-1 bytes")
-        out[start:start] = enc1[n << 1] if n < 64 else _zigzag(n)  # the length prefix
+            out += _uvarint(v)
+        out += b"\x00"  # attributes
+        if tv < 0x80:
+            out += enc1[tv]
+        elif tv < 0x4000:
+            out.append((tv & 0x7F) | 0x80)
+            out.append(tv >> 7)
+        else:
+            out += _uvarint(tv)
+        if ov < 0x80:
+            out += enc1[ov]
+        elif ov < 0x4000:
+            out.append((ov & 0x7F) | 0x80)
+            out.append(ov >> 7)
+        else:
+            out += _uvarint(ov)
+        if kv < 0x80:
+            out += enc1[kv]
+        elif kv < 0x4000:
+            out.append((kv & 0x7F) | 0x80)
+            out.append(kv >> 7)
+        else:
+            out += _uvarint(kv)
+        if key is not None:
+            out += key
+        if vv < 0x80:
+            out += enc1[vv]
+        elif vv < 0x4000:
+            out.append((vv & 0x7F) | 0x80)
+            out.append(vv >> 7)
+        else:
+            out += _uvarint(vv)
+        if value is not None:
+            out += value
+        if hdrs:
+            out += hb
+        else:
+            out += b"\x00"
     if max_timestamp is None:
         max_timestamp = top_ts
     if last_offset_delta is None:
@@ -720,7 +891,7 @@ def encode_batch(
         _PREFIX.pack_into(out, 0, base_offset, batch_length, partition_leader_epoch, MAGIC)
         _BODY_HEADER.pack_into(
             out, _ATTRIBUTES_POS, attributes, last_offset_delta, base_timestamp, max_timestamp,
-            producer_id, producer_epoch, base_sequence, len(records),
+            producer_id, producer_epoch, base_sequence, count,
         )  # fmt: skip
     except struct.error as e:
         raise ValueError(f"batch header field out of range: {e}") from e

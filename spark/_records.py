@@ -1,37 +1,37 @@
-"""Fast RecordBatch v2 reading and writing for the Spark data sources (no pyspark needed).
+"""RecordBatch v2 reading and writing for the Spark data sources (no pyspark needed).
 
-``kafka_sidecar.protocol.records`` specifies the whole format with ``construct``;
-it is exact but parses at a few MB/s, too slow to feed Spark. This module does
-the same work by hand: the 61-byte header with ``struct`` (``record_batch``),
-the records with an inlined zigzag-varint loop, and decompression through
-``protocol.compression`` (every codec Kafka uses). The unit tests check it
-against ``protocol.records`` record for record and byte for byte.
+The records are walked by ``kafka_sidecar.protocol.records`` (``iter_batches``,
+``decode_records``, ``encode_batch``), the broker's own codec, so Spark reads
+batches under the same rules as the broker and Kafka (see that module's
+docstring). This module adds what Spark needs on top: columns for Arrow,
+offset and timestamp filters, Spark's null for a record without headers, the
+sink's ``(key, value, headers, timestamp)`` rows, and Kafka's partitioner.
 """
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 
-import crc32c
-from kafka_sidecar.protocol import compression as _compression
-from kafka_sidecar.protocol.record_batch import (
-    ATTRIBUTES_POS,
-    BATCH_HEADER_SIZE,
-    COMPRESSION_MASK,
-    LOG_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    BatchHeader,
-    CorruptRecordError,
-    read_header,
+from kafka_sidecar.protocol.record_batch import TIMESTAMP_TYPE_MASK, BatchHeader
+from kafka_sidecar.protocol.records import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    decode_records,
+    encode_columns,
+    iter_batches,
 )
 
-CREATE_TIME = 0
-LOG_APPEND_TIME = 1
-_MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
-_BODY_HEADER = struct.Struct(">hiqqqhii")  # attributes .. recordCount (what the CRC covers first)
-_CRC_PREFIX = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+__all__ = [
+    "Columns",
+    "build_batch",
+    "decode_into",
+    "iter_batches",
+    "murmur2",
+    "new_columns",
+    "partition_for_key",
+    "record_size_upper_bound",
+]
 
 
 @dataclass
@@ -56,50 +56,6 @@ def new_columns(include_headers: bool) -> Columns:
 # --------------------------------------------------------------------------- reading
 
 
-def iter_batches(
-    buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = True
-) -> Iterator[tuple[int, BatchHeader]]:
-    """Yield (position, header) of each complete v2 batch in ``buf`` from ``pos``.
-
-    A truncated trailing batch (a Fetch response cut at its byte limit, a log
-    tail being written) ends the iteration. Raises CorruptRecordError on a batch
-    that is not magic 2, declares an impossible length, or fails its CRC-32C.
-    """
-    view = memoryview(buf)
-    total = len(view)
-    while total - pos >= BATCH_HEADER_SIZE:
-        h = read_header(view, pos)
-        if h.batch_length < _MIN_BATCH_LENGTH:
-            raise CorruptRecordError(f"batch at byte {pos} declares length {h.batch_length}")
-        if pos + h.size > total:
-            return
-        if h.magic != 2:
-            raise CorruptRecordError(
-                f"batch at byte {pos} has magic {h.magic}; only RecordBatch v2 (magic 2) is supported"
-            )
-        if verify_crc:
-            actual = crc32c.crc32c(view[pos + ATTRIBUTES_POS : pos + h.size])
-            if actual != h.crc:
-                raise CorruptRecordError(
-                    f"batch at offset {h.base_offset} (byte {pos}) fails its CRC-32C check "
-                    f"(stored {h.crc}, computed {actual})"
-                )
-        yield pos, h
-        pos += h.size
-
-
-def records_section(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> bytes:
-    """The batch's records, decompressed."""
-    raw = bytes(memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + h.size])
-    codec = h.attributes & COMPRESSION_MASK
-    if codec == 0:
-        return raw
-    try:
-        return _compression.decompress(codec, raw)
-    except ValueError as e:
-        raise CorruptRecordError(f"batch at offset {h.base_offset}: {e}") from e
-
-
 def decode_into(
     cols: Columns,
     buf: bytes | bytearray | memoryview,
@@ -110,221 +66,47 @@ def decode_into(
     ts_lo: int | None = None,
     ts_hi: int | None = None,
 ) -> int:
-    """Append the batch's records with ``lo <= offset < hi`` (and, when given,
-    ``ts_lo <= timestamp <= ts_hi``) to ``cols``; returns how many were added.
+    """Append the records of the batch at ``pos`` (from ``iter_batches``) with
+    ``lo <= offset < hi`` (and, when given, ``ts_lo <= timestamp <= ts_hi``) to ``cols``;
+    returns how many were added.
 
-    Offsets are baseOffset + offsetDelta, timestamps baseTimestamp +
-    timestampDelta (also when baseTimestamp holds a compaction delete horizon),
-    or the batch's maxTimestamp for LogAppendTime, as Kafka's consumers see them.
+    Offsets are baseOffset + offsetDelta, timestamps baseTimestamp + timestampDelta
+    (also when baseTimestamp holds a compaction delete horizon), or the batch's
+    maxTimestamp for LogAppendTime, as Kafka's consumers see them. Every record of the
+    batch is checked, also those filtered out and headers that are not kept; a
+    malformed batch raises CorruptRecordError and adds nothing.
     """
-    data = records_section(buf, pos, h)
-    base_offset = h.base_offset
-    append_time = bool(h.attributes & TIMESTAMP_TYPE_MASK)
-    ts_type = LOG_APPEND_TIME if append_time else CREATE_TIME
-    base_ts = h.base_timestamp
-    max_ts = h.max_timestamp
-    keys, values, offsets = cols.keys, cols.values, cols.offsets
-    timestamps, ts_types, headers_col = cols.timestamps, cols.timestamp_types, cols.headers
-    end = len(data)
-    p = 0
-    added = 0
-    try:
-        for _ in range(h.record_count):
-            # length (varint, zigzag)
-            b = data[p]
-            p += 1
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-            else:
-                v = b & 0x7F
-                shift = 7
-                while True:
-                    b = data[p]
-                    p += 1
-                    v |= (b & 0x7F) << shift
-                    if b < 0x80:
-                        break
-                    shift += 7
-                length = (v >> 1) ^ -(v & 1)
-            rec_end = p + length
-            if length < 0 or rec_end > end:
-                raise CorruptRecordError(f"batch at offset {base_offset}: record length {length} overruns the batch")
-            p += 1  # record attributes (unused)
-            # timestampDelta (varlong)
-            b = data[p]
-            p += 1
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-            else:
-                v = b & 0x7F
-                shift = 7
-                while True:
-                    b = data[p]
-                    p += 1
-                    v |= (b & 0x7F) << shift
-                    if b < 0x80:
-                        break
-                    shift += 7
-                ts_delta = (v >> 1) ^ -(v & 1)
-            # offsetDelta (varint)
-            b = data[p]
-            p += 1
-            if b < 0x80:
-                off_delta = (b >> 1) ^ -(b & 1)
-            else:
-                v = b & 0x7F
-                shift = 7
-                while True:
-                    b = data[p]
-                    p += 1
-                    v |= (b & 0x7F) << shift
-                    if b < 0x80:
-                        break
-                    shift += 7
-                off_delta = (v >> 1) ^ -(v & 1)
-            offset = base_offset + off_delta
-            ts = max_ts if append_time else base_ts + ts_delta
-            if offset < lo or offset >= hi or (ts_lo is not None and ts < ts_lo) or (ts_hi is not None and ts > ts_hi):
-                p = rec_end
-                continue
-            # key
-            b = data[p]
-            p += 1
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
-            else:
-                v = b & 0x7F
-                shift = 7
-                while True:
-                    b = data[p]
-                    p += 1
-                    v |= (b & 0x7F) << shift
-                    if b < 0x80:
-                        break
-                    shift += 7
-                n = (v >> 1) ^ -(v & 1)
-            if n < 0:
-                key = None
-            else:
-                key = data[p : p + n]
-                p += n
-            # value
-            b = data[p]
-            p += 1
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
-            else:
-                v = b & 0x7F
-                shift = 7
-                while True:
-                    b = data[p]
-                    p += 1
-                    v |= (b & 0x7F) << shift
-                    if b < 0x80:
-                        break
-                    shift += 7
-                n = (v >> 1) ^ -(v & 1)
-            if n < 0:
-                value = None
-            else:
-                value = data[p : p + n]
-                p += n
-            if headers_col is not None:
-                count, p = _varint(data, p)
-                hdrs = []
-                for _h in range(count):
-                    n, p = _varint(data, p)
-                    if n < 0:
-                        raise CorruptRecordError(f"batch at offset {base_offset}: null header key")
-                    hkey = data[p : p + n].decode("utf-8")
-                    p += n
-                    n, p = _varint(data, p)
-                    if n < 0:
-                        hval = None
-                    else:
-                        hval = data[p : p + n]
-                        p += n
-                    hdrs.append((hkey, hval))
-                # Spark's Kafka source gives null, not [], for a record without headers.
-                headers_col.append(hdrs or None)
-            if p > rec_end:
-                raise CorruptRecordError(f"batch at offset {base_offset}: record at offset {offset} overruns its length")
-            p = rec_end
-            keys.append(key)
-            values.append(value)
-            offsets.append(offset)
-            timestamps.append(ts)
-            ts_types.append(ts_type)
-            added += 1
-    except IndexError:
-        raise CorruptRecordError(
-            f"batch at offset {base_offset}: records end before the declared count {h.record_count}"
-        ) from None
-    except UnicodeDecodeError as e:
-        raise CorruptRecordError(f"batch at offset {base_offset}: header key is not UTF-8: {e}") from None
-    return added
-
-
-def _varint(data: bytes, p: int) -> tuple[int, int]:
-    v = 0
-    shift = 0
-    while True:
-        b = data[p]
-        p += 1
-        v |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (v >> 1) ^ -(v & 1), p
-        shift += 7
+    offsets, timestamps, keys, values = cols.offsets, cols.timestamps, cols.keys, cols.values
+    n0 = len(offsets)
+    headers: list[list[tuple[str, bytes | None]]] = []
+    n = decode_records(buf, pos, h, offsets, timestamps, keys, values, headers)
+    if not n:
+        return 0
+    # Most batches lie inside the range: filter record by record only at its ends.
+    if ts_lo is not None or ts_hi is not None or offsets[n0] < lo or offsets[-1] >= hi:
+        keep = [
+            i
+            for i in range(n0, n0 + n)
+            if lo <= offsets[i] < hi
+            and (ts_lo is None or timestamps[i] >= ts_lo)
+            and (ts_hi is None or timestamps[i] <= ts_hi)
+        ]
+        if len(keep) < n:
+            for column in (offsets, timestamps, keys, values):
+                column[n0:] = [column[i] for i in keep]
+            if cols.headers is not None:
+                headers = [headers[i - n0] for i in keep]
+            n = len(keep)
+    if cols.headers is not None:
+        # Spark's Kafka source gives null, not [], for a record without headers.
+        cols.headers += [hs or None for hs in headers]
+    cols.timestamp_types.extend(
+        repeat(LOG_APPEND_TIME if h.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME, n)
+    )
+    return n
 
 
 # --------------------------------------------------------------------------- writing
-
-
-def _zigzag(n: int, out: bytearray) -> None:
-    v = (n << 1) if n >= 0 else ((-n) << 1) - 1
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
-def encode_record(
-    out: bytearray,
-    offset_delta: int,
-    timestamp_delta: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: list[tuple[str, bytes | None]] | None,
-) -> None:
-    """Append one record (length-prefixed) to ``out``."""
-    body = bytearray(b"\x00")  # attributes
-    _zigzag(timestamp_delta, body)
-    _zigzag(offset_delta, body)
-    if key is None:
-        body.append(1)  # zigzag(-1)
-    else:
-        _zigzag(len(key), body)
-        body += key
-    if value is None:
-        body.append(1)
-    else:
-        _zigzag(len(value), body)
-        body += value
-    if not headers:
-        body.append(0)
-    else:
-        _zigzag(len(headers), body)
-        for hk, hv in headers:
-            kb = hk.encode("utf-8")
-            _zigzag(len(kb), body)
-            body += kb
-            if hv is None:
-                body.append(1)
-            else:
-                _zigzag(len(hv), body)
-                body += hv
-    _zigzag(len(body), out)
-    out += body
 
 
 def record_size_upper_bound(key: bytes | None, value: bytes | None, headers) -> int:
@@ -345,29 +127,22 @@ def build_batch(
     base_offset: int = 0,
 ) -> bytes:
     """One RecordBatch v2 (CreateTime) of ``(key, value, headers, timestamp_ms)`` records,
-    consecutive offsets from ``base_offset``, with a correct CRC-32C."""
+    consecutive offsets from ``base_offset`` (``encode_batch``'s bytes, Kafka's defaults)."""
     if not records:
         raise ValueError("a record batch needs at least one record")
-    base_ts = records[0][3]
-    max_ts = base_ts
-    section = bytearray()
-    for i, (key, value, headers, ts) in enumerate(records):
-        if ts > max_ts:
-            max_ts = ts
-        encode_record(section, i, ts - base_ts, key, value, headers)
-    payload = bytes(section) if compression == 0 else _compression.compress(compression, bytes(section))
-    body = _BODY_HEADER.pack(
-        compression & COMPRESSION_MASK,
-        len(records) - 1,
-        base_ts,
-        max_ts,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        len(records),
-    ) + payload
-    batch_length = 9 + len(body)  # partitionLeaderEpoch + magic + crc + body
-    return _CRC_PREFIX.pack(base_offset, batch_length, -1, 2, crc32c.crc32c(body)) + body
+    keys, values, headers, timestamps = zip(*records, strict=True)
+    return encode_columns(
+        range(base_offset, base_offset + len(records)),
+        timestamps,
+        keys,
+        values,
+        headers,
+        base_offset=base_offset,
+        compression=compression,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
 
 
 # --------------------------------------------------------------------------- partitioner

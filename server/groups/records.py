@@ -28,16 +28,9 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import crc32c
 from kafka_sidecar.protocol import compression
-from kafka_sidecar.protocol.record_batch import (
-    BATCH_HEADER,
-    BATCH_HEADER_SIZE,
-    COMPRESSION_MASK,
-    CONTROL_MASK,
-    LOG_OVERHEAD,
-    iter_headers,
-)
+from kafka_sidecar.protocol.record_batch import CONTROL_MASK
+from kafka_sidecar.protocol.records import decode_records, encode_columns, iter_batches
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -318,84 +311,37 @@ def consumer_protocol_topics(metadata: bytes) -> set[str]:
 # ------------------------------------------------------------------- batches
 
 
-def _varint(value: int) -> bytes:
-    """Zigzag varint (Kafka's ByteUtils.writeVarint/Varlong)."""
-    v = (value << 1) ^ (value >> 63)
-    v &= 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, codec: int = compression.NONE) -> bytes:
-    """One RecordBatch v2 holding ``records`` (key, value-or-None), offsets from 0."""
-    body = bytearray()
-    for i, (key, value) in enumerate(records):
-        rec = bytearray(b"\x00")  # attributes
-        rec += _varint(0)  # timestamp delta
-        rec += _varint(i)  # offset delta
-        rec += _varint(len(key)) + key
-        rec += _varint(-1) if value is None else _varint(len(value)) + value
-        rec += _varint(0)  # headers
-        body += _varint(len(rec)) + rec
-    data = bytes(body)
-    attributes = 0
-    if codec != compression.NONE:
-        data = compression.compress(codec, data)
-        attributes |= codec & COMPRESSION_MASK
+    """One RecordBatch v2 holding ``records`` (key, value-or-None), offsets from 0, every
+    record and the batch stamped ``timestamp_ms``, base sequence 0 (as Kafka's coordinator)."""
     n = len(records)
-    header = bytearray(BATCH_HEADER.pack(
-        0, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(data), -1, 2, 0, attributes, max(n - 1, 0),
-        timestamp_ms, timestamp_ms, -1, -1, 0, n,
-    ))
-    crc = crc32c.crc32c(bytes(header[21:]) + data)
-    struct.pack_into(">I", header, 17, crc)
-    return bytes(header) + data
-
-
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
-        if shift > 63:
-            raise RecordFormatError("varint too long")
+    return encode_columns(
+        range(n),
+        [timestamp_ms] * n,
+        [key for key, _ in records],
+        [value for _, value in records],
+        [None] * n,
+        compression=codec,
+        base_sequence=0,
+        base_timestamp=timestamp_ms,
+        max_timestamp=timestamp_ms,
+    )
 
 
 def iter_records(data: bytes) -> Iterator[tuple[int, int, bytes | None, bytes | None]]:
     """(offset, producer id, key, value) of each data record in the complete batches of ``data``.
 
-    Control batches are skipped. Fast enough to replay a large offsets topic at start-up.
+    Control batches are skipped. Batches are read by ``protocol.records`` (Kafka's rules,
+    CorruptRecordError on a malformed one) without a CRC check, as Kafka's coordinator
+    loader reads its log; the records of a batch are yielded once the whole batch decoded.
     """
-    for pos, h in iter_headers(data):
+    for pos, h in iter_batches(data, verify_crc=False):
         if h.attributes & CONTROL_MASK:
             continue
-        section = data[pos + BATCH_HEADER_SIZE : pos + h.size]
-        if h.attributes & COMPRESSION_MASK:
-            section = compression.decompress(h.attributes & COMPRESSION_MASK, section)
-        p = 0
-        for _ in range(h.record_count):
-            length, p = _read_varint(section, p)
-            end = p + length
-            p += 1  # attributes
-            _ts, p = _read_varint(section, p)
-            delta, p = _read_varint(section, p)
-            klen, p = _read_varint(section, p)
-            key = None
-            if klen >= 0:
-                key = section[p : p + klen]
-                p += klen
-            vlen, p = _read_varint(section, p)
-            value = None
-            if vlen >= 0:
-                value = section[p : p + vlen]
-                p += vlen
-            p = end  # headers are not used
-            yield h.base_offset + delta, h.producer_id, key, value
+        offsets: list[int] = []
+        keys: list[bytes | None] = []
+        values: list[bytes | None] = []
+        decode_records(data, pos, h, offsets, [], keys, values, [])
+        producer_id = h.producer_id
+        for offset, key, value in zip(offsets, keys, values, strict=True):
+            yield offset, producer_id, key, value

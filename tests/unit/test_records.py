@@ -39,7 +39,10 @@ from kafka_sidecar.protocol.records import (
     RecordSpec,
     RecordsSpec,
     decode_batches,
+    decode_records,
     encode_batch,
+    encode_columns,
+    iter_batches,
 )
 
 ALL_CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
@@ -841,8 +844,10 @@ def test_fast_codec_matches_construct_spec(batch):
         return
     raw = encode_batch(records, **opts)
     assert raw == spec_raw
+    assert encode_columns(*_columns(records), **opts) == raw
     fast = decode_batches(raw)
     assert fast == _spec_decode_batches(raw)
+    assert _decode_columns(raw) == _columns(r for b in fast for r in b.records)
     [b] = fast
     if opts["timestamp_type"] == LOG_APPEND_TIME:
         assert [r.timestamp for r in b.records] == [b.max_timestamp] * len(records)
@@ -894,6 +899,10 @@ def test_mutated_records_sections_rejected_by_both(batch, data):
     fast = _outcome(decode_batches, buf)
     spec = _outcome(_spec_decode_batches, buf)
     assert fast == spec
+    columns = _outcome(_decode_columns, buf)
+    assert columns[0] == fast[0]
+    if fast[0] == "ok":
+        assert columns[1] == _columns(r for r in fast[1][0].records)
     event(fast[0])
     if fast[0] == "ok":
         assert fast[1][0].record_count == len(fast[1][0].records)
@@ -1023,3 +1032,103 @@ def test_encode_refuses_what_the_format_cannot_hold():
     # bytes-like keys and values are written as bytes, as the spec's adapter does
     rec = Record(0, 5, bytearray(b"k"), memoryview(b"value"), [("h", bytearray(b"v"))])
     assert encode_batch([rec]) == _spec_encode_batch([rec])
+
+
+# ------------------------------------------------------------- columns (Spark, groups)
+
+
+def _columns(records) -> tuple[list, ...]:
+    records = list(records)
+    return (
+        [r.offset for r in records],
+        [r.timestamp for r in records],
+        [r.key for r in records],
+        [r.value for r in records],
+        [r.headers for r in records],
+    )
+
+
+def _decode_columns(buf: bytes) -> tuple[list, ...]:
+    """Every record of ``buf`` through iter_batches + decode_records (the column readers' path)."""
+    cols: tuple[list, ...] = ([], [], [], [], [])
+    for pos, h in iter_batches(buf):
+        assert decode_records(buf, pos, h, *cols) == h.record_count
+    return cols
+
+
+@pytest.mark.parametrize("codec", ALL_CODECS, ids=lambda c: CODEC_NAMES[c])
+def test_iter_batches_and_decode_records_match_decode_batches(codec):
+    log = b"".join(
+        encode_batch(_sample_records(base=b * 9), base_offset=b * 9, compression=codec)
+        for b in range(3)
+    )
+    batches = decode_batches(log)
+    found = list(iter_batches(log))
+    assert [pos for pos, _ in found] == [0, batches[0].size, batches[0].size + batches[1].size]
+    assert [RecordBatch(*h, b.records) for (_, h), b in zip(found, batches, strict=True)] == batches
+    want = _columns(r for b in batches for r in b.records)
+    assert _decode_columns(log) == want
+    # records are appended after what the lists hold; bytearray and memoryview input too
+    for buf in (bytearray(log), memoryview(log)):
+        cols = ([-1], [-1], [b"x"], [None], [[]])
+        for pos, h in iter_batches(buf):
+            decode_records(buf, pos, h, *cols)
+        firsts = [-1, -1, b"x", None, []]
+        assert cols == tuple([first, *col] for first, col in zip(firsts, want, strict=True))
+        assert all(type(k) is bytes for k in cols[2][1:] if k is not None)
+    # a torn tail ends the iteration; iteration can start at any batch
+    assert len(list(iter_batches(log[:-1]))) == 2
+    assert [pos for pos, _ in iter_batches(log, found[1][0])] == [found[1][0], found[2][0]]
+
+
+def test_decode_records_adds_nothing_from_a_malformed_batch():
+    good = _sample_records()
+    # the 9th record's fields end one byte before its declared length (Kafka: "Invalid record size")
+    section = b"".join(
+        _raw_record(b"\x00\x00" + _zz(i) + _KEY_K + b"\x01" + _NO_HEADERS) for i in range(8)
+    ) + _raw_record(b"\x00\x00" + _zz(8) + _KEY_K + b"\x01" + _NO_HEADERS + b"\x00")
+    log = encode_batch(good) + _batch_around(section, 9, base_offset=100)
+    cols = ([], [], [], [], [])
+    (pos0, h0), (pos1, h1) = iter_batches(log)
+    decode_records(log, pos0, h0, *cols)
+    with pytest.raises(CorruptRecordError, match=f"batch at byte {pos1}: .*record 8"):
+        decode_records(log, pos1, h1, *cols)
+    assert cols == _columns(good)  # the 8 good records of the bad batch were taken back
+
+
+@pytest.mark.parametrize(
+    "mutate, error",
+    [
+        (lambda b: struct.pack_into(">i", b, 8, 48), "declares length 48"),
+        (lambda b: struct.pack_into(">b", b, 16, 1), "has magic 1"),
+        (lambda b: struct.pack_into(">i", b, 57, -1), "record count -1"),
+    ],
+)
+def test_iter_batches_rejects_what_decode_batches_rejects(mutate, error):
+    raw = bytearray(encode_batch(_sample_records()))
+    mutate(raw)
+    raw = _recrc(raw)
+    with pytest.raises(CorruptRecordError, match=error):
+        list(iter_batches(raw))
+    with pytest.raises(CorruptRecordError, match=error):
+        decode_batches(raw)
+
+
+def test_encode_columns_takes_sequences():
+    recs = _sample_records(base=10)
+    raw = encode_batch(recs, base_offset=10, compression=LZ4)
+    offsets, timestamps, keys, values, headers = _columns(recs)
+    assert (
+        encode_columns(
+            range(10, 10 + len(recs)),
+            tuple(timestamps),
+            tuple(keys),
+            values,
+            [h or None for h in headers],
+            base_offset=10,
+            compression=LZ4,
+        )  # fmt: skip
+        == raw
+    )
+    with pytest.raises(ValueError):
+        encode_columns(offsets, timestamps[:-1], keys, values, headers)

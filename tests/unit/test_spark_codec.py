@@ -1,5 +1,6 @@
 """Unit tests of the Spark data sources' pure-Python parts (no Spark, no JVM, no broker):
-the fast record codec against ``protocol.records``, Kafka's partitioner, option parsing,
+the Spark layer over ``protocol.records`` (columns, offset and timestamp filters, Kafka's
+rules for malformed records, the sink's batches), Kafka's partitioner, option parsing,
 offset-range planning, and the log directory reader on Kafka 4.0.0's golden files."""
 
 from __future__ import annotations
@@ -8,7 +9,9 @@ import base64
 import hashlib
 import json
 import random
+import struct
 
+import crc32c
 import pytest
 from kafka_sidecar.protocol import compression
 from kafka_sidecar.protocol.records import LOG_APPEND_TIME, Record, decode_batches, encode_batch
@@ -53,7 +56,7 @@ def _records(n: int, seed: int = 1) -> list[Record]:
 
 @pytest.mark.parametrize("codec", sorted(compression.CODEC_NAMES))
 @pytest.mark.parametrize("timestamp_type", [0, LOG_APPEND_TIME])
-def test_decode_matches_construct_spec(codec, timestamp_type):
+def test_columns_match_decode_batches(codec, timestamp_type):
     recs = _records(60, seed=codec)
     raw = encode_batch(recs, base_offset=100, compression=codec, timestamp_type=timestamp_type,
                        max_timestamp=1_800_000_000_000 if timestamp_type else None)
@@ -85,6 +88,76 @@ def test_decode_filters_offsets_and_timestamps():
     cols = new_columns(False)
     decode_into(cols, raw, pos, h, ts_lo=ts_lo, ts_hi=ts_hi)
     assert cols.offsets == [r.offset for r in recs if ts_lo <= r.timestamp <= ts_hi]
+
+
+def _zz(n: int) -> bytes:
+    v = (n << 1) if n >= 0 else ((-n) << 1) - 1
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _raw_record(body: bytes) -> bytes:
+    return _zz(len(body)) + body
+
+
+def _batch_around(section: bytes, count: int, base_offset: int) -> bytes:
+    """An uncompressed batch with this records section and record count, CRC fixed."""
+    raw = bytearray(encode_batch([], base_offset=base_offset) + section)
+    struct.pack_into(">i", raw, 8, 49 + len(section))
+    struct.pack_into(">i", raw, 57, count)
+    struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
+    return bytes(raw)
+
+
+_K = b"\x02k"  # key length 1, "k"
+_GOOD = b"\x00\x00\x00" + _K + b"\x02v\x00"  # attributes, timestampDelta, offsetDelta 0, key, value "v", 0 headers
+
+
+# Spark decodes with protocol.records, so it refuses what Kafka's DefaultRecord.readFrom /
+# DefaultRecordBatch refuse. The reader it had before was lenient and returned a record
+# (or skipped it silently when outside the offset range, or its headers when not asked for)
+# in every case below; a consumer of Kafka fails on them with InvalidRecordException /
+# CorruptRecordException, so returning something was wrong.
+_MALFORMED = [
+    (_raw_record(b"\x00\x00\x80\x80\x80\x80\x80\x00" + _K + b"\x01\x00"), 1, "varint longer than 5 bytes"),
+    (_raw_record(b"\x00" + b"\x80" * 10 + b"\x00\x00" + _K + b"\x01\x00"), 1, "varlong longer than 10 bytes"),
+    (_raw_record(_GOOD + b"\x00"), 1, "its fields take 8 of its 9 bytes"),  # Invalid record size
+    (_raw_record(b"\x00\x00\x00" + _K + b"\x01\x01"), 1, "invalid header count -1"),
+    (_raw_record(_GOOD), 2, "records end early"),  # fewer records than recordCount
+    (_raw_record(_GOOD) + b"\x00", 1, "1 bytes after the last record"),
+    # Kafka reads any negative length as null; protocol.records (and so Spark) deliberately
+    # refuses lengths below -1, which no Kafka client writes (see protocol/records.py).
+    (_raw_record(b"\x00\x00\x00\x03\x01\x00"), 1, "invalid key length -2"),
+    (_raw_record(b"\x00\x00\x00" + _K + b"\x09\x00"), 1, "invalid value length -5"),
+    (_raw_record(b"\x00\x00\x00" + _K + b"\x01\x02\x02h\x03"), 1, "invalid header value length -2"),
+]
+
+
+@pytest.mark.parametrize("section, count, why", _MALFORMED, ids=[m[2] for m in _MALFORMED])
+@pytest.mark.parametrize("include_headers", [False, True], ids=["no-headers", "headers"])
+@pytest.mark.parametrize("lo", [0, 2], ids=["in-range", "filtered-out"])
+def test_decode_refuses_malformed_records_like_kafka(section, count, why, include_headers, lo):
+    raw = encode_batch([Record(0, 5, b"a", b"b")]) + _batch_around(section, count, base_offset=1)
+    (pos0, h0), (pos1, h1) = iter_batches(raw)
+    cols = new_columns(include_headers)
+    assert decode_into(cols, raw, pos0, h0) == 1
+    with pytest.raises(ValueError, match=f"batch at byte {pos1}: .*{why}"):
+        decode_into(cols, raw, pos1, h1, lo)
+    # nothing of the bad batch was added
+    assert (cols.offsets, cols.keys, cols.values, cols.timestamp_types) == ([0], [b"a"], [b"b"], [0])
+    assert cols.headers == ([None] if include_headers else None)
+
+
+def test_negative_record_count_refused():
+    raw = bytearray(encode_batch([Record(0, 5, b"a", b"b")]))
+    struct.pack_into(">i", raw, 57, -1)
+    struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
+    with pytest.raises(ValueError, match="record count -1"):  # Kafka: "Found invalid record count"
+        list(iter_batches(bytes(raw)))
 
 
 def test_truncated_and_corrupt_batches():
