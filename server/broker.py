@@ -29,6 +29,7 @@ from .metrics import Metrics
 from .security.authorizer import create_authorizer
 from .security.credentials import ScramCredentialStore
 from .security.listener import ListenerSecurity, build_listener_security
+from .transactions.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,8 @@ class Broker:
         self._producer_id_lock = asyncio.Lock()
         # Consumer groups and committed offsets (server/groups), stored in __consumer_offsets.
         self.group_coordinator = GroupCoordinator(self)
+        # Transactions (server/transactions), stored in __transaction_state.
+        self.transaction_coordinator = TransactionCoordinator(self)
         # ACL authorizer (server/security/authorizer.py): authorizer.class.name, ACLs in sidecar-acls.json.
         self.authorizer = create_authorizer(config, self.data_dir)
 
@@ -131,6 +134,8 @@ class Broker:
             await asyncio.gather(watcher, return_exceptions=True)
         self.state = "replaying consumer groups"
         await self.group_coordinator.start()  # replays __consumer_offsets; member session timers run on the loop
+        self.state = "replaying transactions"
+        await self.transaction_coordinator.start()  # replays __transaction_state, completes Prepare* transactions
         self.state = "binding listeners"
         for ep in self.listeners:
             try:
@@ -152,6 +157,13 @@ class Broker:
         )))
         self._tasks.append(asyncio.create_task(self._periodic(
             self.config.get("offsets.retention.check.interval.ms"), self.group_coordinator.periodic_cleanup,
+        )))
+        self._tasks.append(asyncio.create_task(self._periodic(
+            self.config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"), self.transaction_coordinator.periodic,
+        )))
+        self._tasks.append(asyncio.create_task(self._periodic(
+            self.config.get("transaction.remove.expired.transaction.cleanup.interval.ms"),
+            self.transaction_coordinator.periodic_expiration,
         )))
         self.state = "ready"
         self.ready = True
@@ -175,6 +187,7 @@ class Broker:
                 if not fut.done():
                     fut.cancel()
         self.group_coordinator.shutdown()
+        self.transaction_coordinator.shutdown()
         await self.run_blocking(self.log_manager.shutdown)
         self.executor.shutdown(wait=True)
 

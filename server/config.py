@@ -81,6 +81,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("producer.id.expiration.ms", "int", 86400000, at_least=1),
         ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000, at_least=1),
         ConfigDef("transactional.id.expiration.ms", "int", 604800000, at_least=1),
+        # The transaction coordinator (server/transactions): Kafka's names and defaults.
+        ConfigDef("transaction.state.log.num.partitions", "int", 50, at_least=1),
+        ConfigDef("transaction.state.log.segment.bytes", "int", 104857600, at_least=1),
+        ConfigDef("transaction.max.timeout.ms", "int", 900000, at_least=1),
+        ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, at_least=1),
+        ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, at_least=1),
+        ConfigDef("transaction.partition.verification.enable", "boolean", True),
         # Security (server/security): TLS, SASL and the ACL authorizer, Kafka's names and defaults.
         # Per-listener values use Kafka's prefix, e.g. listener.name.sasl_ssl.ssl.keystore.location
         # and listener.name.sasl_plaintext.plain.sasl.jaas.config (server/security reads them).

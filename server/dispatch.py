@@ -41,6 +41,7 @@ from .apis import (
     sasl,
     scram,
     topics,
+    transactions,
 )
 
 if TYPE_CHECKING:
@@ -89,6 +90,13 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(21, "DeleteRecords", 0, 2, delete_records.handle_delete_records),
         ApiSpec(22, "InitProducerId", 0, 5, producer_id.handle_init_producer_id),
         ApiSpec(61, "DescribeProducers", 0, 0, producers.handle_describe_producers),
+        # Transactions (server/apis/transactions.py, server/transactions): Kafka 4.1's version ranges.
+        ApiSpec(24, "AddPartitionsToTxn", 0, 5, transactions.handle_add_partitions_to_txn),
+        ApiSpec(25, "AddOffsetsToTxn", 0, 4, transactions.handle_add_offsets_to_txn),
+        ApiSpec(26, "EndTxn", 0, 5, transactions.handle_end_txn),
+        ApiSpec(28, "TxnOffsetCommit", 0, 5, transactions.handle_txn_offset_commit),
+        ApiSpec(65, "DescribeTransactions", 0, 0, transactions.handle_describe_transactions),
+        ApiSpec(66, "ListTransactions", 0, 2, transactions.handle_list_transactions),
         # Kafka 4.1 serves v2-4 (v0-1 went with KIP-896).
         ApiSpec(23, "OffsetForLeaderEpoch", 2, 4, leader_epoch.handle_offset_for_leader_epoch),
         # Topic and broker configs (server/apis/configs.py): Kafka 4.0's version ranges.

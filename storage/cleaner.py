@@ -20,6 +20,12 @@ One round (``LogCleaner.clean_one``):
    records is dropped, unless it is its producer's last (kept empty, so
    idempotent state survives). Batches keep producer id/epoch, base sequence,
    last offset, timestamps and codec.
+   Transactions (Kafka's CleanedTransactionMetadata): records of aborted
+   transactions (from the ``.txnindex`` files) are neither mapped nor kept;
+   a transaction marker stays while its transaction has data in the log, then
+   gets a delete horizon and goes once that has passed; the cleaned segment's
+   ``.txnindex`` holds the aborts whose data it still holds. Nothing at or past
+   the last stable offset is cleaned.
 4. Each group is written to ``<base>.log.cleaned`` (+ indexes), renamed
    ``.swap``, swapped into the log (old segments renamed ``.deleted``), renamed
    to its final name. A crash leaves ``.cleaned`` (dropped at load) or ``.swap``
@@ -40,8 +46,9 @@ from kafka_sidecar.protocol.record_batch import read_header
 from kafka_sidecar.protocol.records import RecordBatch, decode_batches, encode_batch
 
 from . import checkpoint
-from .log import Log
+from .log import CONTROL_ABORT, CONTROL_COMMIT, Log
 from .log_segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, AppendedBatch, LogSegment
+from .txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +178,8 @@ class LogCleanerManager:
         first_dirty = lg.log_start_offset if checkpointed is None else checkpointed
         if first_dirty < lg.log_start_offset or first_dirty > lg.log_end_offset:
             first_dirty = lg.log_start_offset
-        uncleanable = min(lg.high_watermark, lg.active_segment.base_offset)
+        # Kafka never cleans at or past the first unstable offset (an ongoing transaction).
+        uncleanable = min(lg.last_stable_offset, lg.active_segment.base_offset)
         lag = lg.config.values["min.compaction.lag.ms"]
         dirty_segments = [s for s in _segments_overlapping(lg, first_dirty, uncleanable)]
         if lag > 0:
@@ -300,10 +308,15 @@ class Cleaner:
         entries = omap._map  # omap.put and omap.full, inlined
         slots = omap.slots
         md5 = _md5
+        txns = CleanedTransactionMetadata(lg.collect_aborted_transactions(start, end))
         for seg in _segments_overlapping(lg, start, end):
             self.check_aborted(lg)
             for batch in decode_batches(seg.read_batch_bytes(0, seg.size), verify_crc=False):
-                if not batch.is_control:
+                if batch.last_offset < start:
+                    continue
+                if batch.is_control:
+                    txns.on_control_batch_read(batch)
+                elif not txns.on_batch_read(batch):  # records of an aborted transaction are not mapped
                     for r in batch.records:
                         key = r.key
                         if key is not None and start <= r.offset < end:
@@ -349,20 +362,25 @@ class Cleaner:
     def _clean_segments(self, lg: Log, group: list[LogSegment], map_end: int, now_ms: int, new_horizon: int, stats: CleanerStats) -> int:
         """Rewrite one group into one segment; returns the largest delete horizon kept (-1: none)."""
         base = group[0].base_offset
-        for suffix in (".log", ".index", ".timeindex"):
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             (lg.dir / f"{base:020d}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
         cleaned = LogSegment(lg.dir, base, lg.config.index_interval_bytes, lg.config.segment_index_bytes, active=False, suffix=CLEANED_SUFFIX)
         latest_horizon = -1
+        txns = CleanedTransactionMetadata([], cleaned.txn_index)
         try:
+            segments = lg.segments
             for seg in group:
                 self.check_aborted(lg)
+                # Kafka's cleanSegments: the aborted transactions overlapping this segment.
+                nxt = next((s.base_offset for s in segments if s.base_offset > seg.base_offset), seg.read_next_offset())
+                txns.add_aborted_transactions(lg.collect_aborted_transactions(seg.base_offset, nxt))
                 raw = seg.read_batch_bytes(0, seg.size)
                 stats.bytes_read += len(raw)
                 pos = 0
                 for batch in decode_batches(raw, verify_crc=False):
                     original = raw[pos : pos + batch.size]
                     pos += batch.size
-                    out, horizon = self._filter_batch(lg, batch, original, map_end, now_ms, new_horizon, stats)
+                    out, horizon = self._filter_batch(lg, batch, original, map_end, now_ms, new_horizon, stats, txns)
                     if out is None:
                         continue
                     latest_horizon = max(latest_horizon, horizon)
@@ -380,10 +398,19 @@ class Cleaner:
             raise
         return latest_horizon
 
-    def _filter_batch(self, lg: Log, batch: RecordBatch, original: bytes, map_end: int, now_ms: int, new_horizon: int, stats: CleanerStats) -> tuple[bytes | None, int]:
+    def _filter_batch(self, lg: Log, batch: RecordBatch, original: bytes, map_end: int, now_ms: int, new_horizon: int, stats: CleanerStats,
+                      txns: CleanedTransactionMetadata | None = None) -> tuple[bytes | None, int]:
         """The batch to write for ``batch`` (original bytes when untouched), and its delete horizon."""
+        txns = txns if txns is not None else CleanedTransactionMetadata([])
         if batch.is_control:
-            return original, -1
+            return self._filter_control_batch(lg, batch, original, now_ms, new_horizon, stats, txns)
+        if txns.on_batch_read(batch):
+            # Kafka: the records of an aborted transaction are all removed.
+            stats.records_read += len(batch.records)
+            stats.records_removed += len(batch.records)
+            if batch.producer_id >= 0 and _is_last_batch_of_producer(lg, batch):
+                return _empty_batch(batch), -1
+            return None, -1
         latest = self.offset_map._map.get  # omap.get, inlined
         md5 = _md5
         horizon = batch.delete_horizon_ms
@@ -415,13 +442,7 @@ class Cleaner:
         if not kept:
             if batch.producer_id >= 0 and _is_last_batch_of_producer(lg, batch):
                 # Keep an empty batch so the producer's last sequence survives (Kafka's RETAIN_EMPTY).
-                return encode_batch(
-                    [], base_offset=batch.base_offset, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-                    base_sequence=batch.base_sequence, partition_leader_epoch=batch.partition_leader_epoch,
-                    timestamp_type=batch.timestamp_type, is_transactional=batch.is_transactional,
-                    base_timestamp=batch.max_timestamp, max_timestamp=batch.max_timestamp,
-                    last_offset_delta=batch.last_offset_delta,
-                ), -1
+                return _empty_batch(batch), -1
             return None, -1
         horizon_out = new_horizon if set_horizon else horizon
         return encode_batch(
@@ -434,13 +455,117 @@ class Cleaner:
         ), (horizon_out if (horizon_out is not None and has_tombstones) else -1)
 
 
+    def _filter_control_batch(self, lg: Log, batch: RecordBatch, original: bytes, now_ms: int, new_horizon: int, stats: CleanerStats,
+                              txns: CleanedTransactionMetadata) -> tuple[bytes | None, int]:
+        """Kafka's rule for transaction markers: a marker whose transaction has no data left
+        ("can discard") gets a delete horizon, and goes once the horizon has passed (an empty
+        batch stays if it is its producer's last); otherwise it is kept as is."""
+        can_discard = txns.on_control_batch_read(batch)
+        if not can_discard:
+            return original, -1
+        horizon = batch.delete_horizon_ms
+        stats.records_read += len(batch.records)
+        if horizon is not None and horizon <= now_ms:
+            stats.records_removed += len(batch.records)
+            if batch.producer_id >= 0 and _is_last_batch_of_producer(lg, batch):
+                return (original if not batch.records else _empty_batch(batch)), -1
+            return None, -1
+        if horizon is not None:
+            return original, horizon
+        return encode_batch(
+            batch.records, base_offset=batch.base_offset, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence, partition_leader_epoch=batch.partition_leader_epoch,
+            timestamp_type=batch.timestamp_type, is_transactional=batch.is_transactional, is_control=True,
+            delete_horizon_ms=new_horizon, max_timestamp=batch.max_timestamp if batch.timestamp_type == 1 else None,
+            last_offset_delta=batch.last_offset_delta,
+        ), new_horizon
+
+
+class CleanedTransactionMetadata:
+    """Kafka's CleanedTransactionMetadata: walks batches in offset order, telling which belong to
+    aborted transactions (known from the txn indexes), and which markers can go. Retained ABORT
+    markers whose transaction still has data are re-indexed into ``cleaned_index``."""
+
+    def __init__(self, aborted: list[AbortedTxn], cleaned_index: TransactionIndex | None = None) -> None:
+        self._pending: list[AbortedTxn] = []  # sorted by first offset (Kafka's min-heap)
+        self._seen: set[AbortedTxn] = set()
+        self.ongoing_committed: set[int] = set()
+        self.ongoing_aborted: dict[int, list] = {}  # producer id -> [AbortedTxn, last observed batch offset or None]
+        self.cleaned_index = cleaned_index
+        self.add_aborted_transactions(aborted)
+
+    def add_aborted_transactions(self, aborted: list[AbortedTxn]) -> None:
+        for t in aborted:
+            if t not in self._seen:
+                self._seen.add(t)
+                self._pending.append(t)
+        self._pending.sort(key=lambda t: t.first_offset)
+
+    def _consume_up_to(self, offset: int) -> None:
+        pending = self._pending
+        while pending and pending[0].first_offset <= offset:
+            t = pending.pop(0)
+            self.ongoing_aborted.setdefault(t.producer_id, [t, None])
+
+    def on_control_batch_read(self, batch: RecordBatch) -> bool:
+        """True if the marker can be discarded (its transaction has no data left)."""
+        self._consume_up_to(batch.last_offset)
+        if not batch.records:
+            return True  # an empty control batch was already cleaned
+        key = batch.records[0].key
+        kind = int.from_bytes(key[2:4], "big", signed=True) if key is not None and len(key) >= 4 else -1
+        pid = batch.producer_id
+        if kind == CONTROL_ABORT:
+            meta = self.ongoing_aborted.pop(pid, None)
+            if meta is not None and meta[1] is not None:
+                if self.cleaned_index is not None:
+                    self.cleaned_index.append(meta[0])
+                return False
+            return True
+        if kind == CONTROL_COMMIT:
+            if pid in self.ongoing_committed:
+                self.ongoing_committed.discard(pid)
+                return False
+            return True
+        return False
+
+    def on_batch_read(self, batch: RecordBatch) -> bool:
+        """True if this data batch belongs to an aborted transaction (safe to discard)."""
+        self._consume_up_to(batch.last_offset)
+        if not batch.is_transactional:
+            return False
+        meta = self.ongoing_aborted.get(batch.producer_id)
+        if meta is not None:
+            meta[1] = batch.last_offset
+            return True
+        self.ongoing_committed.add(batch.producer_id)
+        return False
+
+
+def _empty_batch(batch: RecordBatch) -> bytes:
+    """The empty batch Kafka's RETAIN_EMPTY keeps: header fields (offsets, producer, sequence) only."""
+    return encode_batch(
+        [], base_offset=batch.base_offset, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence, partition_leader_epoch=batch.partition_leader_epoch,
+        timestamp_type=batch.timestamp_type, is_transactional=batch.is_transactional, is_control=batch.is_control,
+        base_timestamp=batch.max_timestamp, max_timestamp=batch.max_timestamp,
+        last_offset_delta=batch.last_offset_delta,
+    )
+
+
 def _max_ts(encoded: bytes, batch: RecordBatch) -> int:
     return read_header(encoded).max_timestamp
 
 
 def _is_last_batch_of_producer(lg: Log, batch: RecordBatch) -> bool:
+    """Kafka's isBatchLastRecordOfProducer: the batch holding the producer's last data offset,
+    or, when it has none, a marker of its current epoch (kept for fencing)."""
     entry = lg.producer_state.producers.get(batch.producer_id)
-    return entry is not None and bool(entry.batches) and entry.batches[-1].last_offset == batch.last_offset
+    if entry is None:
+        return False
+    if entry.batches:
+        return entry.batches[-1].last_offset == batch.last_offset
+    return batch.is_control and batch.producer_epoch == entry.producer_epoch
 
 
 class LogCleaner:

@@ -1,8 +1,11 @@
 """Log: one partition's ordered segments (Kafka's UnifiedLog/LocalLog for a single replica).
 
 With one replica the high watermark is the log end offset after every append;
-the last stable offset equals it too (no transactions yet). Appends assign
+the last stable offset is the first offset of the earliest ongoing transaction,
+else the high watermark (Kafka's firstUnstableOffset rules). Appends assign
 offsets by patching each batch's baseOffset in place (the CRC does not cover it).
+Transaction markers (control batches) are written by append_transaction_marker;
+aborted transactions go to the segment's ``.txnindex`` (storage/txn_index.py).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from kafka_sidecar.protocol.record_batch import (
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     compute_crc,
+    read_header,
 )
+from kafka_sidecar.protocol.records import Record, decode_batches, encode_batch
 
 from . import failpoints, retention
 from .log_config import LogConfig
@@ -42,7 +47,8 @@ from .log_segment import (
     LogSegment,
     StorageError,
 )
-from .producer_state import ProducerStateManager, snapshot_path
+from .producer_state import CompletedTxn, ProducerStateManager, snapshot_path
+from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 __all__ = ["AppendInfo", "Log", "OffsetOutOfRangeError", "StorageError", "parse_partition_dir"]
 
@@ -52,6 +58,10 @@ _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _U32 = struct.Struct(">I")
+_MARKER_KEY = struct.Struct(">hh")  # version, ControlRecordType (0 ABORT, 1 COMMIT)
+_MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
 
 LEADER_EPOCH = 0
 
@@ -94,6 +104,12 @@ class Log:
         self.last_flush_ms = int(time.time() * 1000)
         dir.mkdir(parents=True, exist_ok=True)
         self.producer_state = ProducerStateManager(dir, f"{topic}-{partition}")
+        # Smallest base offset of a segment recovered at load: its .txnindex is rebuilt from the log.
+        self._txn_rebuild_from: int | None = None
+        self._first_unstable: int | None = None  # cached producer_state.first_unstable_offset()
+        # (log end offset, its segment's base, its byte position) after the last append: where a
+        # READ_COMMITTED read stops when the LSO is the log end (Kafka keeps this LogOffsetMetadata).
+        self._end_position: tuple[int, int, int] | None = None
         self._load(recovery_point, clean_shutdown)
         self.log_end_offset = self.active_segment.read_next_offset()
         self.recovery_point = min(recovery_point, self.log_end_offset)
@@ -119,7 +135,7 @@ class Log:
                     bases.add(int(stem))
         for entry in os.listdir(self.dir):
             # An index without its log is dropped, as Kafka does.
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 if entry.endswith(suffix) and entry[: -len(suffix)].isdigit() and int(entry[: -len(suffix)]) not in bases:
                     (self.dir / entry).unlink(missing_ok=True)
         ordered = sorted(bases)
@@ -163,6 +179,7 @@ class Log:
             if problem is None:
                 continue
             log.warning("%s-%d: %s; rebuilding the indexes of segment %d", self.topic, self.partition, problem, seg.base_offset)
+            self._mark_txn_rebuild(seg.base_offset)
             truncated = seg.recover()
             if truncated:
                 log.warning("%s-%d: cut %d invalid bytes off segment %d while rebuilding its indexes", self.topic, self.partition, truncated, seg.base_offset)
@@ -192,15 +209,18 @@ class Log:
                 name, _, ext = other.partition(".")
                 if name.isdigit() and base <= int(name) <= max(base, last) and not other.endswith(SWAP_SUFFIX) and not other.endswith(".snapshot") and not other.endswith(".tmp"):
                     (self.dir / other).unlink(missing_ok=True)
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 src = self.dir / f"{stem}{suffix}{SWAP_SUFFIX}"
                 if src.exists():
                     os.replace(src, self.dir / f"{stem}{suffix}")
             log.warning("%s-%d: completed an interrupted compaction swap of segment %d (offsets up to %d)", self.topic, self.partition, base, last)
+            # Kafka recovers a swapped-in segment (LogLoader): its .txnindex is rebuilt from the log,
+            # whether or not the cleaned one was renamed before the crash.
+            self._mark_txn_rebuild(base)
         # Index .swap files whose log was already renamed: their old indexes went to
         # .deleted, so they are the current ones (Kafka renames every .swap at load).
         for entry in sorted(os.listdir(self.dir)):
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 if entry.endswith(suffix + SWAP_SUFFIX):
                     final = self.dir / entry[: -len(SWAP_SUFFIX)]
                     if final.exists():
@@ -238,31 +258,70 @@ class Log:
             out, self.retired_segments = self.retired_segments, []
             return out
 
+    def _mark_txn_rebuild(self, base: int) -> None:
+        if self._txn_rebuild_from is None or base < self._txn_rebuild_from:
+            self._txn_rebuild_from = base
+
     def _load_producer_state(self) -> None:
-        """Newest snapshot at or below the log end, then replay the batch headers after it."""
+        """Newest snapshot at or below the log end, then replay the batches after it: data batches
+        (idempotent/transactional state, ongoing transactions) and transaction markers (which
+        complete them). Segments recovered at load get their ``.txnindex`` rebuilt on the way, as
+        Kafka's LogSegment.recover does; the replay then starts at or below the first of them."""
         psm = self.producer_state
         psm.truncate_and_reload(self.segments[0].base_offset, self.log_end_offset)
+        for seg in self.segments:
+            if seg.txn_index.load_problem:
+                log.warning("%s-%d: transaction index %s: %s; rebuilding it", self.topic, self.partition, seg.txn_index.path.name, seg.txn_index.load_problem)
+                self._mark_txn_rebuild(seg.base_offset)
+        rebuild_from = self._txn_rebuild_from
+        limit = self.log_end_offset if rebuild_from is None else rebuild_from
         # Newest snapshot first; a corrupt one is deleted and the next older one tried (Kafka's way).
         start = None
-        while (candidate := psm.latest_snapshot_at_or_below(self.log_end_offset)) is not None:
+        while (candidate := psm.latest_snapshot_at_or_below(limit)) is not None:
             if psm.load_snapshot(candidate):
                 start = candidate
                 break
         if start is None:
+            psm.reset()
             start = self.segments[0].base_offset
-        if start >= self.log_end_offset:
-            return
+        if rebuild_from is not None:
+            for seg in self.segments:
+                if seg.base_offset >= rebuild_from:
+                    seg.txn_index.reset()
         replayed = 0
-        for seg in self.segments:
-            if seg.read_next_offset() <= start:
-                continue
-            _, pos = seg.offset_index.lookup(start)
-            for _, h in seg.iter_batches(pos):
-                if h.last_offset >= start and h.producer_id >= 0 and not h.is_control:
-                    psm.update(h, h.last_offset, h.max_timestamp)
+        if start < self.log_end_offset:
+            for seg in self.segments:
+                if seg.read_next_offset() <= start:
+                    continue
+                rebuild = rebuild_from is not None and seg.base_offset >= rebuild_from
+                _, pos = seg.offset_index.lookup(start)
+                for p, h in seg.iter_batches(pos):
+                    if h.last_offset < start or h.producer_id < 0:
+                        continue
+                    if h.is_control:
+                        marker = _read_marker(seg, p, h)
+                        if marker is not None:
+                            commit, coordinator_epoch = marker
+                            completed = psm.end_txn(h.producer_id, h.producer_epoch, coordinator_epoch, commit, h.base_offset, h.max_timestamp)
+                            if completed is not None:
+                                if completed.is_aborted and rebuild:
+                                    seg.txn_index.append(self._aborted_entry(completed))
+                                psm.complete_txn(completed)
+                    else:
+                        psm.update(h, h.last_offset, h.max_timestamp)
                     replayed += 1
+        if rebuild_from is not None:
+            for seg in self.segments[:-1]:
+                if seg.base_offset >= rebuild_from and seg.txn_index.exists:
+                    seg.txn_index.flush()
+                    seg.txn_index.close_writer()
+        self._first_unstable = psm.first_unstable_offset()
+        self._txn_rebuild_from = None
         if replayed:
-            log.info("%s-%d: rebuilt producer state from offset %d (%d idempotent batches)", self.topic, self.partition, start, replayed)
+            log.info("%s-%d: rebuilt producer state from offset %d (%d producer batches)", self.topic, self.partition, start, replayed)
+
+    def _aborted_entry(self, completed: CompletedTxn) -> AbortedTxn:
+        return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, self.producer_state.last_stable_offset_after(completed))
 
     def _open_segment(self, base: int, active: bool) -> LogSegment:
         prefix = f"{base:020d}"
@@ -270,6 +329,7 @@ class Log:
         seg = LogSegment(self.dir, base, self.config.index_interval_bytes, self.config.segment_index_bytes, active=active)
         if not had_indexes and seg.size:
             log.info("rebuilding missing indexes of %s segment %d", self.dir.name, base)
+            self._mark_txn_rebuild(base)
             seg.recover()
             if not active:
                 seg.offset_index.trim()
@@ -290,6 +350,8 @@ class Log:
     def _recover(self, recovery_point: int) -> None:
         """Recover every segment from the one holding the recovery point (unclean shutdown)."""
         start = max(0, bisect.bisect_right(self._view[1], recovery_point) - 1)
+        if start < len(self.segments):
+            self._mark_txn_rebuild(self.segments[start].base_offset)
         for i in range(start, len(self.segments)):
             seg = self.segments[i]
             truncated = seg.recover()
@@ -323,7 +385,16 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.log_end_offset
+        """Kafka's UnifiedLog.lastStableOffset: the first unstable offset (earliest ongoing
+        transaction's first offset, at least the log start offset), capped by the high watermark."""
+        hw = self.high_watermark
+        first = self._first_unstable
+        if first is None:
+            return hw
+        return min(max(first, self.log_start_offset), hw)
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        return self.producer_state.has_ongoing_txn(producer_id)
 
     @property
     def size_in_bytes(self) -> int:
@@ -372,13 +443,49 @@ class Log:
             pos += h.size
         seg = self._maybe_roll(len(records), max_ts, offset - 1, now_ms)
         seg.append(records, batches)
+        self._end_position = (offset, seg.base_offset, seg.size)
         self.log_end_offset = offset
         for h, b in zip(headers, batches, strict=True):
             if h.producer_id >= 0 and not h.is_control:
                 psm.update(h, b.last_offset, b.max_timestamp)
+        self._first_unstable = psm.first_unstable_offset()
         self.unflushed_messages += offset - first
         needs_flush = self.unflushed_messages >= self.config.flush_messages
         return AppendInfo(first, offset - 1, now_ms if append_time else -1, self.log_start_offset, needs_flush)
+
+    def append_transaction_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, now_ms: int | None = None) -> int:
+        """Write Kafka's EndTransactionMarker (a control batch) for ``producer_id``; returns its offset.
+
+        Ends the producer's ongoing transaction here (if any), moves the last stable offset
+        and, for an ABORT of a transaction that had data in this partition, appends an
+        AbortedTxn entry to the active segment's ``.txnindex``. A marker for a producer
+        without an ongoing transaction is written too, without an index entry (Kafka's way).
+        Raises ProducerStateError: INVALID_PRODUCER_EPOCH (47) for an older producer epoch,
+        TRANSACTION_COORDINATOR_FENCED (52) for an older coordinator epoch; StorageError.
+        """
+        with self.lock:
+            now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+            psm = self.producer_state
+            offset = self.log_end_offset
+            psm.check_end_txn(producer_id, producer_epoch, coordinator_epoch, offset)
+            batch = bytearray(encode_end_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit, now_ms))
+            h = read_header(batch)
+            info = self._append(batch, [h], now_ms)
+            seg = self.active_segment  # the segment the marker went to (after any roll)
+            completed = psm.end_txn(producer_id, producer_epoch, coordinator_epoch, commit, offset, h.max_timestamp)
+            if completed is not None:
+                if completed.is_aborted:
+                    try:
+                        seg.txn_index.append(self._aborted_entry(completed))
+                    except OSError as e:
+                        # The marker is in the log: a restart's recovery rebuilds the index from it.
+                        log.error("%s-%d: cannot write the transaction index entry of the abort at %d: %s", self.topic, self.partition, offset, e)
+                psm.complete_txn(completed)
+            self._first_unstable = psm.first_unstable_offset()
+            if info.needs_flush:
+                # flush.messages reached (Kafka's UnifiedLog.append flushes right there).
+                self.flush()
+            return offset
 
     def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int) -> LogSegment:
         seg = self.active_segment
@@ -429,22 +536,71 @@ class Log:
 
     # ---- read ------------------------------------------------------------------------
 
-    def read(self, fetch_offset: int, max_bytes: int, min_one_message: bool) -> FileSlice | None:
-        """Data from ``fetch_offset`` up to the high watermark; raises OffsetOutOfRangeError."""
+    def read(self, fetch_offset: int, max_bytes: int, min_one_message: bool, max_offset: int | None = None) -> FileSlice | None:
+        """Data from ``fetch_offset`` up to the high watermark (or ``max_offset``, e.g. the last
+        stable offset); raises OffsetOutOfRangeError."""
+        return self._read(fetch_offset, max_bytes, min_one_message, max_offset)[0]
+
+    def read_committed(self, fetch_offset: int, max_bytes: int, min_one_message: bool) -> tuple[int, FileSlice | None, list[AbortedTxn]]:
+        """A READ_COMMITTED read (Kafka's LocalLog.read with TXN_COMMITTED isolation): data only
+        below the last stable offset, and the aborted transactions overlapping the fetched range.
+        Returns (last stable offset used, data, aborted transactions)."""
+        lso = self.last_stable_offset
+        data, seg_index, segments = self._read(fetch_offset, max_bytes, min_one_message, lso)
+        if data is None:
+            return lso, None, []
+        seg = segments[seg_index]
+        upper = seg.fetch_upper_bound_offset(data.position + data.size)
+        if upper is None:
+            upper = segments[seg_index + 1].base_offset if seg_index + 1 < len(segments) else self.log_end_offset
+        return lso, data, self._collect_aborted(segments, seg_index, fetch_offset, upper)
+
+    def _read(self, fetch_offset: int, max_bytes: int, min_one_message: bool, max_offset: int | None) -> tuple[FileSlice | None, int, list[LogSegment]]:
         if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {fetch_offset} is outside [{self.log_start_offset}, {self.log_end_offset}] for {self.topic}-{self.partition}"
             )
-        if fetch_offset == self.log_end_offset:
-            return None
         segments, bases = self._view
+        if fetch_offset == self.log_end_offset or (max_offset is not None and fetch_offset >= max_offset):
+            return None, -1, segments
         i = bisect.bisect_right(bases, fetch_offset) - 1
         while 0 <= i < len(segments):
-            data = segments[i].read(fetch_offset, max_bytes, None, min_one_message)
+            seg = segments[i]
+            max_position = None
+            if max_offset is not None:
+                if seg.base_offset >= max_offset:
+                    return None, -1, segments
+                if i + 1 >= len(segments) or max_offset < segments[i + 1].base_offset:
+                    # The bound lies in this segment: read up to the batch holding it.
+                    end = self._end_position
+                    if end is not None and end[0] == max_offset and end[1] == seg.base_offset:
+                        max_position = end[2]
+                    else:
+                        found = seg.translate_offset(max_offset, seg._indexed_position(max_offset))
+                        max_position = seg.size if found is None else found[0]
+            data = seg.read(fetch_offset, max_bytes, max_position, min_one_message)
             if data is not None:
-                return data
+                return data, i, segments
             i += 1
-        return None
+        return None, -1, segments
+
+    def _collect_aborted(self, segments: list[LogSegment], start_index: int, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Kafka's LocalLog.collectAbortedTransactions: the txn indexes from the starting segment
+        on, until one holds an entry whose last stable offset reaches the upper bound."""
+        out: list[AbortedTxn] = []
+        for seg in segments[start_index:]:
+            found, complete = seg.txn_index.collect_aborted(fetch_offset, upper_bound)
+            out += found
+            if complete:
+                break
+        return out
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_bound_offset) (Kafka's
+        UnifiedLog.collectAbortedTransactions, used by the cleaner)."""
+        segments, bases = self._view
+        i = max(0, bisect.bisect_right(bases, start_offset) - 1)
+        return self._collect_aborted(segments, i, self.log_start_offset, upper_bound_offset)
 
     def segment_for(self, offset: int) -> LogSegment:
         segments, bases = self._view
@@ -561,3 +717,32 @@ class Log:
         for seg in self.segments:
             seg.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def encode_end_txn_marker(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, timestamp: int) -> bytes:
+    """Kafka's MemoryRecords.withEndTransactionMarker: a transactional control batch with one
+    record, key = (version 0, type: 0 ABORT / 1 COMMIT), value = (version 0, coordinator epoch)."""
+    record = Record(0, timestamp, _MARKER_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT), _MARKER_VALUE.pack(0, coordinator_epoch))
+    return encode_batch(
+        [record], producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
+        partition_leader_epoch=LEADER_EPOCH, is_transactional=True, is_control=True,
+    )
+
+
+def _read_marker(seg: LogSegment, position: int, h: BatchHeader) -> tuple[bool, int] | None:
+    """(commit, coordinator epoch) of a transaction marker batch; None for an empty control
+    batch (its transaction was cleaned away) or another control type."""
+    try:
+        batches = decode_batches(seg.read_batch_bytes(position, h.size), verify_crc=False)
+    except (ValueError, IndexError, struct.error):
+        return None
+    if not batches or not batches[0].records:
+        return None
+    r = batches[0].records[0]
+    if r.key is None or len(r.key) < _MARKER_KEY.size:
+        return None
+    _, kind = _MARKER_KEY.unpack_from(r.key)
+    if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return None
+    coordinator_epoch = _MARKER_VALUE.unpack_from(r.value)[1] if r.value is not None and len(r.value) >= _MARKER_VALUE.size else -1
+    return kind == CONTROL_COMMIT, coordinator_epoch

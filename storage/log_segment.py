@@ -9,6 +9,7 @@ index entry (max timestamp so far, offset of its batch) at the same moments.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import time
@@ -27,6 +28,7 @@ from kafka_sidecar.protocol.records import decode_batches
 
 from . import failpoints
 from .index import OffsetIndex, TimeIndex
+from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +110,8 @@ class LogSegment:
         self.size = os.fstat(self.fd).st_size
         self.offset_index = OffsetIndex(dir / (prefix + INDEX_SUFFIX + suffix), base_offset, max_index_size, active)
         self.time_index = TimeIndex(dir / (prefix + TIME_INDEX_SUFFIX + suffix), base_offset, max_index_size, active)
+        # Aborted transactions whose ABORT marker is in this segment; the file exists only once it has an entry.
+        self.txn_index = TransactionIndex(dir / (prefix + TXN_INDEX_SUFFIX + suffix), base_offset)
         self.created_ms = int(time.time() * 1000)
         self.bytes_since_last_index_entry = 0
         self.max_timestamp_so_far, self.offset_of_max_timestamp = self.time_index.last_entry
@@ -205,6 +209,7 @@ class LogSegment:
         self.offset_index.trim()
         self.time_index.trim()
         self.active = False
+        self.txn_index.close_writer()
 
     # ---- reading ------------------------------------------------------------------
 
@@ -272,6 +277,13 @@ class LogSegment:
             return None
         size = min(limit - start, adjusted)
         return FileSlice(self.fd, self.log_path, start, size)
+
+    def fetch_upper_bound_offset(self, position: int) -> int | None:
+        """Kafka's OffsetIndex.fetchUpperBoundOffset: the offset of the first index entry at or
+        past ``position`` (a bound for the aborted transactions of a fetch), or None."""
+        values = self.offset_index.values
+        i = bisect.bisect_left(values, position)
+        return self.offset_index.keys[i] if i < len(values) else None
 
     def read_batch_bytes(self, position: int, size: int) -> bytes:
         return os.pread(self.fd, size, position)
@@ -494,6 +506,7 @@ class LogSegment:
         self.size = pos
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.next_offset_hint = None
         self.recover()
         return removed
@@ -504,14 +517,20 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         os.close(self.fd)
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def paths(self) -> list[Path]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        """The segment's files (the ``.txnindex`` only if it exists: it is created lazily)."""
+        out = [self.log_path, self.offset_index.path, self.time_index.path]
+        if self.txn_index.exists:
+            out.append(self.txn_index.path)
+        return out
 
     def last_modified_ms(self) -> int:
         return int(os.fstat(self.fd).st_mtime * 1000)
@@ -529,3 +548,4 @@ class LogSegment:
         for idx in (self.offset_index, self.time_index):
             if idx.path.exists():
                 idx.rename(renamed(idx.path))
+        self.txn_index.rename(renamed(self.txn_index.path))

@@ -7,10 +7,19 @@ twice, a sequence gap is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) and a stale
 epoch is fenced (INVALID_PRODUCER_EPOCH). All checks are per batch, from the
 batch header: never per record.
 
+Transactions (Kafka's ProducerAppendInfo/ProducerStateManager): a transactional
+batch starts the producer's transaction if none is ongoing (its first offset is
+the entry's ``current_txn_first_offset`` and a key of ``ongoing_txns``); a
+non-transactional batch during one is INVALID_TXN_STATE. A marker (written by
+Log.append_transaction_marker, checked by check_end_txn: older producer epoch
+INVALID_PRODUCER_EPOCH, older coordinator epoch TRANSACTION_COORDINATOR_FENCED)
+ends it (end_txn -> CompletedTxn, then complete_txn). The earliest ongoing
+first offset is the log's first unstable offset (its last stable offset).
+
 Snapshots are Kafka's ``<offset>.snapshot`` files (version 1, CRC-32C, one
-46-byte entry per producer holding its last batch), taken on segment roll and
-clean shutdown; start-up loads the newest snapshot at or below the log end and
-replays the batches after it.
+46-byte entry per producer holding its last batch and currentTxnFirstOffset),
+taken on segment roll and clean shutdown; start-up loads the newest snapshot at
+or below the log end and replays the batches (and markers) after it.
 """
 
 from __future__ import annotations
@@ -23,6 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import crc32c
+from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
+    INVALID_PRODUCER_EPOCH,
+    INVALID_TXN_STATE,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    TRANSACTION_COORDINATOR_FENCED,
+)
 from kafka_sidecar.protocol.record_batch import INT_MAX, NO_SEQUENCE, BatchHeader
 
 log = logging.getLogger(__name__)
@@ -37,8 +52,6 @@ _ENTRY = struct.Struct(">qhiqiqiq")
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
 
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
 
 
 class ProducerStateError(Exception):
@@ -67,6 +80,18 @@ class ProducerStateEntry:
     coordinator_epoch: int = -1
     last_timestamp: int = -1
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    # First offset of the producer's ongoing transaction in this partition, -1 if none
+    # (Kafka's ProducerStateEntry.currentTxnFirstOffset).
+    current_txn_first_offset: int = -1
+
+    def maybe_update_producer_epoch(self, epoch: int) -> None:
+        if epoch != self.producer_epoch:
+            self.batches.clear()
+            self.producer_epoch = epoch
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
 
     @property
     def last_seq(self) -> int:
@@ -80,6 +105,16 @@ class ProducerStateEntry:
             if b.first_seq == h.base_sequence and b.last_seq == last_seq:
                 return b
         return None
+
+
+@dataclass(frozen=True)
+class CompletedTxn:
+    """A transaction ended by a marker (Kafka's CompletedTxn); ``last_offset`` is the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -103,6 +138,8 @@ class ProducerStateManager:
         self.dir = dir
         self.topic_partition = topic_partition
         self.producers: dict[int, ProducerStateEntry] = {}
+        # first offset -> producer id of each ongoing transaction (Kafka's ongoingTxns)
+        self.ongoing_txns: dict[int, int] = {}
         self.last_snapshot_offset: int | None = None
 
     # ---- the produce path -------------------------------------------------------------
@@ -124,6 +161,12 @@ class ProducerStateManager:
                 f"Epoch of producer {h.producer_id} at offset {offset} in {self.topic_partition} is {h.producer_epoch}, "
                 f"which is smaller than the last seen epoch {entry.producer_epoch}",
             )
+        if entry.current_txn_first_offset >= 0 and not h.is_transactional:
+            # Kafka's ProducerAppendInfo.appendDataBatch: a non-transactional write during a transaction.
+            raise ProducerStateError(
+                INVALID_TXN_STATE,
+                f"Expected transactional write from producer {h.producer_id} at offset {offset} in partition {self.topic_partition}",
+            )
         if h.base_sequence == NO_SEQUENCE:
             return None
         if h.producer_epoch != entry.producer_epoch:
@@ -143,20 +186,77 @@ class ProducerStateManager:
         return None
 
     def update(self, h: BatchHeader, last_offset: int, max_timestamp: int) -> None:
-        """Record an appended batch of an idempotent producer."""
+        """Record an appended data batch of an idempotent or transactional producer; a
+        transactional batch starts the producer's transaction if none is ongoing."""
         entry = self.producers.get(h.producer_id)
         if entry is None:
             entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id)
-        if h.producer_epoch != entry.producer_epoch:
-            entry.batches.clear()
-            entry.producer_epoch = h.producer_epoch
+        entry.maybe_update_producer_epoch(h.producer_epoch)
         entry.batches.append(BatchMetadata(h.base_sequence, h.last_sequence, last_offset, h.last_offset_delta, max_timestamp))
         entry.last_timestamp = max_timestamp
+        if h.is_transactional and entry.current_txn_first_offset < 0:
+            first = last_offset - h.last_offset_delta
+            entry.current_txn_first_offset = first
+            self.ongoing_txns[first] = h.producer_id
+
+    # ---- transactions ---------------------------------------------------------------
+
+    def check_end_txn(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, offset: int) -> None:
+        """Kafka's checks of a marker written for the coordinator (ProducerAppendInfo.appendEndTxnMarker)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise ProducerStateError(
+                INVALID_PRODUCER_EPOCH,
+                f"Epoch of producer {producer_id} at offset {offset} in {self.topic_partition} is {producer_epoch}, "
+                f"which is smaller than the last seen epoch {entry.producer_epoch}",
+            )
+        if entry.coordinator_epoch > coordinator_epoch:
+            raise ProducerStateError(
+                TRANSACTION_COORDINATOR_FENCED,
+                f"Invalid coordinator epoch for producerId {producer_id} at offset {offset} in partition "
+                f"{self.topic_partition}: {coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)",
+            )
+
+    def end_txn(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, marker_offset: int, timestamp: int) -> CompletedTxn | None:
+        """Apply a marker (no checks: see check_end_txn): the producer's transaction ends. Returns
+        the completed transaction if it had data here (else None: no LSO or index effect).
+        The transaction stays in ``ongoing_txns`` until complete_txn (for last_stable_offset_after)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
+        completed = None
+        if entry.current_txn_first_offset >= 0:
+            completed = CompletedTxn(producer_id, entry.current_txn_first_offset, marker_offset, is_aborted=not commit)
+        entry.maybe_update_producer_epoch(producer_epoch)
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
+        entry.current_txn_first_offset = -1
+        return completed
+
+    def last_stable_offset_after(self, txn: CompletedTxn) -> int:
+        """Kafka's ProducerStateManager.lastStableOffset(completedTxn): the first offset of the
+        earliest other ongoing transaction, else the offset after the marker."""
+        others = [first for first, pid in self.ongoing_txns.items() if pid != txn.producer_id]
+        return min(others) if others else txn.last_offset + 1
+
+    def complete_txn(self, txn: CompletedTxn) -> None:
+        self.ongoing_txns.pop(txn.first_offset, None)
+
+    def first_unstable_offset(self) -> int | None:
+        return min(self.ongoing_txns) if self.ongoing_txns else None
+
+    def has_ongoing_txn(self, producer_id: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset >= 0
 
     # ---- expiry, truncation --------------------------------------------------------------
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
-        expired = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= expiration_ms]
+        # A producer with an ongoing transaction never expires (Kafka's isProducerExpired).
+        expired = [pid for pid, e in self.producers.items()
+                   if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
         for pid in expired:
             del self.producers[pid]
         return len(expired)
@@ -179,7 +279,8 @@ class ProducerStateManager:
         for pid in sorted(self.producers):
             e = self.producers[pid]
             last = e.batches[-1] if e.batches else BatchMetadata(NO_SEQUENCE, NO_SEQUENCE, -1, 0, e.last_timestamp)
-            body += _ENTRY.pack(pid, e.producer_epoch, last.last_seq, last.last_offset, last.offset_delta, last.timestamp, e.coordinator_epoch, -1)
+            body += _ENTRY.pack(pid, e.producer_epoch, last.last_seq, last.last_offset, last.offset_delta, e.last_timestamp,
+                               e.coordinator_epoch, e.current_txn_first_offset)
         return _SNAPSHOT_HEAD.pack(SNAPSHOT_VERSION, crc32c.crc32c(bytes(body))) + bytes(body)
 
     def take_snapshot(self, offset: int, sync: bool = False) -> None:
@@ -212,8 +313,12 @@ class ProducerStateManager:
             if len(data) != pos + count * _ENTRY.size:
                 raise ValueError(f"{len(data)} bytes for {count} entries")
             producers: dict[int, ProducerStateEntry] = {}
-            for pid, epoch, last_seq, last_offset, delta, ts, coord, _txn in _ENTRY.iter_unpack(data[pos:]):
+            ongoing: dict[int, int] = {}
+            for pid, epoch, last_seq, last_offset, delta, ts, coord, txn_first in _ENTRY.iter_unpack(data[pos:]):
                 e = ProducerStateEntry(pid, epoch, coord, ts)
+                if txn_first >= 0:
+                    e.current_txn_first_offset = txn_first
+                    ongoing[txn_first] = pid
                 if last_offset >= 0:
                     first_seq = NO_SEQUENCE if last_seq == NO_SEQUENCE else (last_seq - delta) % (INT_MAX + 1)
                     e.batches.append(BatchMetadata(first_seq, last_seq, last_offset, delta, ts))
@@ -223,8 +328,13 @@ class ProducerStateManager:
             path.unlink(missing_ok=True)
             return False
         self.producers = producers
+        self.ongoing_txns = ongoing
         self.last_snapshot_offset = offset
         return True
+
+    def reset(self) -> None:
+        self.producers = {}
+        self.ongoing_txns = {}
 
     def latest_snapshot_at_or_below(self, offset: int) -> int | None:
         candidates = [o for o in list_snapshots(self.dir) if o <= offset]

@@ -9,7 +9,10 @@ For every segment of a partition directory (or a whole data dir):
   entry pointing at the start of a batch whose last offset it names;
 - ``.timeindex``: whole 12-byte entries, timestamps increasing, every entry
   naming a batch's last offset and that batch's max timestamp, which is the
-  largest timestamp up to it.
+  largest timestamp up to it;
+- ``.txnindex`` (only if present): whole 34-byte AbortedTxn entries (version 0),
+  first offset <= last offset, last offsets increasing, each naming a control
+  batch (the ABORT marker) of the segment.
 
 Like Kafka's tool, zero entries after the last real one (an index preallocated
 for the active segment, or left untrimmed by a crash) are padding, not errors;
@@ -66,6 +69,7 @@ class _Batch:
     last_offset: int
     max_timestamp: int
     size: int
+    is_control: bool = False
 
 
 def _read_batches(data: bytes, base_offset: int, check_crc: bool, report: SegmentReport) -> list[_Batch]:
@@ -89,7 +93,7 @@ def _read_batches(data: bytes, base_offset: int, check_crc: bool, report: Segmen
         if h.base_offset <= prev_last or h.last_offset_delta < 0:
             report.problems.append(f"{name}: position {pos}: batch offsets {h.base_offset}..{h.last_offset} do not follow {prev_last}")
         prev_last = max(prev_last, h.last_offset)
-        batches.append(_Batch(pos, h.base_offset, h.last_offset, h.max_timestamp, h.size))
+        batches.append(_Batch(pos, h.base_offset, h.last_offset, h.max_timestamp, h.size, h.is_control))
         pos += h.size
     return batches
 
@@ -184,7 +188,28 @@ def verify_segment(log_path: Path, *, next_base: int | None = None, check_crc: b
                 report.problems.append(f"{time_path.name}: last entry {entries[-1] if entries else None} is not the segment's largest timestamp {top}")
     else:
         report.problems.append(f"{time_path.name}: missing")
+    _verify_txn_index(log_path.with_suffix(".txnindex"), batches, report)
     return report
+
+
+_ABORTED_TXN = struct.Struct(">hqqqq")
+
+
+def _verify_txn_index(path: Path, batches: list[_Batch], report: SegmentReport) -> None:
+    """Kafka's TransactionIndex.sanityCheck, and that each entry names an ABORT marker here."""
+    if not path.exists():
+        return  # created only when the segment has an aborted transaction
+    raw = path.read_bytes()
+    if len(raw) % _ABORTED_TXN.size:
+        report.problems.append(f"{path.name}: size {len(raw)} is not a multiple of {_ABORTED_TXN.size} (a torn entry)")
+    markers = {b.base_offset for b in batches if b.is_control}
+    prev = -1
+    for version, pid, first, last, _lso in _ABORTED_TXN.iter_unpack(raw[: len(raw) - len(raw) % _ABORTED_TXN.size]):
+        if version != 0 or first > last or last <= prev:
+            report.problems.append(f"{path.name}: bad entry (version {version}, producer {pid}, offsets {first}..{last})")
+        elif last not in markers:
+            report.problems.append(f"{path.name}: entry of producer {pid} ends at {last}, which is not a control batch of the segment")
+        prev = last
 
 
 def segment_files(partition_dir: Path) -> list[Path]:

@@ -18,6 +18,10 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
+from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
+    MISMATCHED_ENDPOINT_TYPE,
+    UNSUPPORTED_ENDPOINT_TYPE,
+)
 from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.storage.log_manager import InvalidTopicError, validate_topic_name
 
@@ -34,8 +38,6 @@ ZERO_UUID = uuid.UUID(int=0)
 # EndpointType ids (KIP-919).
 ENDPOINT_UNKNOWN, ENDPOINT_BROKER, ENDPOINT_CONTROLLER = 0, 1, 2
 _ENDPOINT_NAMES = {ENDPOINT_BROKER: "BROKER", ENDPOINT_CONTROLLER: "CONTROLLER"}
-MISMATCHED_ENDPOINT_TYPE = 114
-UNSUPPORTED_ENDPOINT_TYPE = 115
 
 # max.request.partition.size.limit's default: the most partitions one DescribeTopicPartitions answer holds.
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000

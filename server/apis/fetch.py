@@ -3,7 +3,8 @@
 Follows Kafka's ReplicaManager.readFromLog: partitions are read in request
 order within the response ``max_bytes``; the first partition that returns data
 may exceed the limits by its first batch (so a consumer can always progress).
-Fetch sessions are not kept: the answer carries session id 0 (KIP-227's "no
+At READ_COMMITTED (isolation_level 1) a partition is read only below its last stable
+offset, and its answer lists the aborted transactions of the range read. Fetch sessions are not kept: the answer carries session id 0 (KIP-227's "no
 session"), so clients send full fetch requests.
 """
 
@@ -65,7 +66,14 @@ def _read_all(broker: Broker, version: int, request: Any, readable: set[str] | N
             aborted = [] if read_committed else None
             fp = FetchPartition(p.partition, errors.NONE, lg.high_watermark, lg.last_stable_offset, lg.log_start_offset, aborted_transactions=aborted)
             try:
-                data = lg.read(p.fetch_offset, min(p.partition_max_bytes, limit), min_one)
+                if read_committed:
+                    # READ_COMMITTED (Kafka's FetchIsolation.TXN_COMMITTED): data only below the last
+                    # stable offset, with the aborted transactions the fetched range overlaps.
+                    lso, data, aborted_txns = lg.read_committed(p.fetch_offset, min(p.partition_max_bytes, limit), min_one)
+                    fp.last_stable_offset = lso
+                    fp.aborted_transactions = [(t.producer_id, t.first_offset) for t in aborted_txns]
+                else:
+                    data = lg.read(p.fetch_offset, min(p.partition_max_bytes, limit), min_one)
             except OffsetOutOfRangeError:
                 # Kafka answers -1 for the watermarks of an out-of-range fetch.
                 fp = FetchPartition(p.partition, errors.OFFSET_OUT_OF_RANGE, aborted_transactions=aborted)

@@ -98,8 +98,13 @@ async def handle_find_coordinator(broker: Broker, conn: Connection, header: Requ
                 log.exception("cannot create the offsets topic")
                 error = errors.COORDINATOR_NOT_AVAILABLE
     elif key_type == TRANSACTION_KEY_TYPE:
-        # No transaction coordinator yet (InitProducerId answers the same for a transactional id).
-        error = errors.COORDINATOR_NOT_AVAILABLE
+        # This broker coordinates every transactional id; __transaction_state is created on first use.
+        if len(denied) < len(keys):
+            try:
+                await broker.transaction_coordinator.ensure_topic()
+            except Exception:
+                log.exception("cannot create the transaction state topic")
+                error = errors.COORDINATOR_NOT_AVAILABLE
     else:
         error = errors.INVALID_REQUEST  # share groups (KIP-932) and unknown key types
     no_node = {"node_id": -1, "host": "", "port": -1}
@@ -276,7 +281,8 @@ async def handle_offset_commit(broker: Broker, conn: Connection, header: Request
     return {"throttle_time": 0, "topics": builder.as_list()}
 
 
-def _fetch_group(broker: Broker, conn: Connection, header: RequestHeader, group_id: str, topics: Any) -> dict[str, Any]:
+def _fetch_group(broker: Broker, conn: Connection, header: RequestHeader, group_id: str, topics: Any,
+                 require_stable: bool = False) -> dict[str, Any]:
     """One group of an OffsetFetch, as KafkaApis answers it: DESCRIBE on the group, and on each
     topic (the others are left out of an all-topics answer, or answered TOPIC_AUTHORIZATION_FAILED
     after the rest when named)."""
@@ -289,7 +295,7 @@ def _fetch_group(broker: Broker, conn: Connection, header: RequestHeader, group_
         describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _ in wanted])
         denied = [(t, parts) for t, parts in wanted if t not in describable]
         wanted = [(t, parts) for t, parts in wanted if t in describable]
-    error, result = _coordinator(broker).fetch_offsets(group_id, wanted)
+    error, result = _coordinator(broker).fetch_offsets(group_id, wanted, require_stable)
     if az.enabled and wanted is None and not error:
         describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _ in result])
         result = [(t, rows) for t, rows in result if t in describable]
@@ -304,8 +310,9 @@ def _fetch_group(broker: Broker, conn: Connection, header: RequestHeader, group_
 async def handle_offset_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
     version = header.api_version
     if version >= 8:
-        return {"throttle_time": 0, "groups": [_fetch_group(broker, conn, header, g.group_id, g.topics) for g in request.groups]}
-    group = _fetch_group(broker, conn, header, request.group_id, request.topics)
+        return {"throttle_time": 0, "groups": [_fetch_group(broker, conn, header, g.group_id, g.topics, request.require_stable)
+                                                for g in request.groups]}
+    group = _fetch_group(broker, conn, header, request.group_id, request.topics, bool(getattr(request, "require_stable", False)))
     error = group["error_code"]
     if version < 2 and error:
         # No top-level error before v2: Kafka puts the group error on every partition.

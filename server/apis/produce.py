@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.record_batch import (
+    BatchHeader,
     CorruptRecordError,
     InvalidRecordError,
     UnsupportedCompressionError,
@@ -52,7 +53,44 @@ def _partition_result(index: int, code: int, message: str | None = None, base_of
     }
 
 
-def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, version: int, client: str | None, to_flush: list[Log]) -> dict[str, Any]:
+# Errors the coordinator's verification may answer that older clients would not retry: Kafka
+# turns them into NOT_ENOUGH_REPLICAS, which every client retries without a metadata refresh.
+_RETRIABLE_VERIFICATION = {
+    errors.CONCURRENT_TRANSACTIONS: "CONCURRENT_TRANSACTIONS",
+    errors.COORDINATOR_LOAD_IN_PROGRESS: "COORDINATOR_LOAD_IN_PROGRESS",
+    errors.COORDINATOR_NOT_AVAILABLE: "COORDINATOR_NOT_AVAILABLE",
+    errors.NOT_COORDINATOR: "NOT_COORDINATOR",
+}
+
+
+def verify_transactional_partition(broker: Broker, lg: Log, headers: list[BatchHeader], transactional_id: str | None,
+                                   version: int) -> tuple[int, str | None]:
+    """KIP-890 part 1 (``transaction.partition.verification.enable``, on by default): before the
+    first transactional batch of a transaction is appended to a partition, ask the transaction
+    coordinator whether the partition was added to it (ReplicaManager's verification, with
+    AddPartitionsToTxnManager's error translation). Returns (error code, error message)."""
+    coordinator = getattr(broker, "transaction_coordinator", None)
+    if transactional_id is None or coordinator is None or not broker.config.get("transaction.partition.verification.enable"):
+        return errors.NONE, None
+    h = next(h for h in headers if h.is_transactional)
+    if lg.has_ongoing_transaction(h.producer_id):
+        return errors.NONE, None  # already verified: the transaction is open here (Kafka's SENTINEL guard)
+    code = coordinator.verify_partition(transactional_id, h.producer_id, h.producer_epoch, lg.topic, lg.partition)
+    if code == errors.NONE:
+        return errors.NONE, None
+    if code == errors.PRODUCER_FENCED:
+        return errors.INVALID_PRODUCER_EPOCH, None
+    if code == errors.TRANSACTION_ABORTABLE and version <= 10:  # before Produce v11 clients know only INVALID_TXN_STATE
+        code = errors.INVALID_TXN_STATE
+    if code == errors.INVALID_TXN_STATE:
+        return code, "Partition was not added to the transaction"
+    if code in _RETRIABLE_VERIFICATION:
+        return errors.NOT_ENOUGH_REPLICAS, ("Unable to verify the partition has been added to the transaction. "
+                                            f"Underlying error: {_RETRIABLE_VERIFICATION[code]}")
+    return code, None
+
+
+def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, version: int, client: str | None, to_flush: list[Log], transactional_id: str | None = None) -> dict[str, Any]:
     """Validate and append one partition's records, in Kafka's order: the request checks
     (ProduceRequest.validateRecords), the batch checks (size, CRC), the record checks
     (LogValidator), the segment size. Like Kafka, only record-validation errors carry an
@@ -81,6 +119,10 @@ def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, ve
             log.info("rejected produce to %s-%d from %s: batch of %d bytes > max.message.bytes %d",
                      topic, index, client, h.size, config.max_message_bytes)
             return _partition_result(index, errors.MESSAGE_TOO_LARGE)
+    if any(h.is_control for h in headers):
+        # Kafka's LogValidator.validateBatch: only the broker writes control batches (transaction markers).
+        log.warning("rejected produce to %s-%d from %s: clients are not allowed to write control records", topic, index, client)
+        return _partition_result(index, errors.INVALID_RECORD)
     try:
         validate_records(records, headers, config, f"{topic}-{index}", int(time.time() * 1000))
     except RecordValidationError as e:
@@ -93,6 +135,11 @@ def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, ve
         log.info("rejected produce to %s-%d from %s: batch of %d bytes > segment.bytes %d",
                  topic, index, client, len(records), config.segment_bytes)
         return _partition_result(index, errors.RECORD_LIST_TOO_LARGE)
+    if any(h.is_transactional for h in headers):
+        code, message = verify_transactional_partition(broker, lg, headers, transactional_id, version)
+        if code != errors.NONE:
+            log.info("rejected transactional produce to %s-%d from %s (transactional id %r): error %d", topic, index, client, transactional_id, code)
+            return _partition_result(index, code, message)
     try:
         info = lg.append_as_leader(bytearray(records), headers)
     except ProducerStateError as e:
@@ -118,19 +165,20 @@ async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader
     flushed_results: dict[int, list[dict[str, Any]]] = {}  # id(log) -> its partition results
     writable = None
     az = broker.authorizer
+    # KafkaApis.handleProduceRequest: transactional records need a transactional id and WRITE on it
+    # (else the whole request fails; without an authorizer only the id is required), then each
+    # topic needs WRITE.
+    if has_transactional_records(request) and (
+        request.transactional_id is None
+        or (az.enabled and not az.authorize(conn, header, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id))
+    ):
+        if acks == 0:
+            return None
+        return {"responses": [
+            {"name": t.name, "partition_responses": [_partition_result(p.index, TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for p in t.partition_data]}
+            for t in request.topic_data
+        ], "throttle_time": 0}
     if az.enabled:
-        # KafkaApis.handleProduceRequest: transactional records need WRITE on the transactional id
-        # (else the whole request fails), then each topic needs WRITE.
-        if has_transactional_records(request) and (
-            request.transactional_id is None
-            or not az.authorize(conn, header, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
-        ):
-            if acks == 0:
-                return None
-            return {"responses": [
-                {"name": t.name, "partition_responses": [_partition_result(p.index, TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for p in t.partition_data]}
-                for t in request.topic_data
-            ], "throttle_time": 0}
         writable = az.filter(conn, header, AclOperation.WRITE, ResourceType.TOPIC, [t.name for t in request.topic_data])
     for t in request.topic_data:
         results = []
@@ -147,7 +195,8 @@ async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader
                 results.append(_partition_result(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             flushing = len(to_flush)
-            results.append(append_to_log(broker, lg, p.index, p.records, header.api_version, header.client_id, to_flush))
+            results.append(append_to_log(broker, lg, p.index, p.records, header.api_version, header.client_id, to_flush,
+                                         getattr(request, "transactional_id", None)))
             if len(to_flush) > flushing:
                 flushed_results.setdefault(id(lg), []).append(results[-1])
         responses.append({"name": t.name, "partition_responses": results})

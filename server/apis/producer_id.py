@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.protocol.messages import ms
 
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizer import (
     CLUSTER_AUTHORIZATION_FAILED,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 )
+from ..transactions.state import INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -41,8 +43,13 @@ async def handle_init_producer_id(broker: Broker, conn: Connection, header: Requ
                           "no IDEMPOTENT_WRITE on the cluster and no WRITE on any topic")
             return _error(CLUSTER_AUTHORIZATION_FAILED)
     if request.transactional_id is not None:
-        # No transaction coordinator yet: tell the client there is none to find.
-        return {"throttle_time": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1}
+        # The transaction coordinator (server/transactions): a new epoch, fencing older producers.
+        error, pid, epoch = await broker.transaction_coordinator.init_producer_id(
+            request.transactional_id, ms(request.transaction_timeout),
+            getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1))
+        if error == PRODUCER_FENCED and header.api_version < 4:
+            error = INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED is new in v4
+        return {"throttle_time": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}
     # Without a transactional id Kafka ignores any producer id/epoch sent (v3+) and
     # hands out a fresh id with epoch 0; v0-v2 requests have no such fields at all.
     producer_id = await broker.run_blocking(broker.log_manager.allocate_producer_id)

@@ -39,7 +39,8 @@ def active_producers(lg: Log) -> list[dict[str, Any]]:
         entries = sorted(lg.producer_state.producers.values(), key=lambda e: e.producer_id)
         return [
             {"producer_id": e.producer_id, "producer_epoch": e.producer_epoch, "last_sequence": e.last_seq,
-             "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch, "current_txn_start_offset": -1}
+             "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
+             "current_txn_start_offset": e.current_txn_first_offset}
             for e in entries
         ]
 

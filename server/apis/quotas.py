@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
+    INVALID_REQUEST,
+)
 from kafka_sidecar.protocol.framing import RequestHeader
 
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..connection import Connection
 
-INVALID_REQUEST = 42
 _ENTITY_TYPES = {"user", "client-id", "ip"}
 _MATCH_EXACT, _MATCH_DEFAULT, _MATCH_ANY = 0, 1, 2
 

@@ -11,13 +11,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
+from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
+    ILLEGAL_SASL_STATE,
+)
 from kafka_sidecar.protocol.framing import RequestHeader
 
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..connection import Connection
 
-ILLEGAL_SASL_STATE = 34
 
 
 async def handle_sasl_handshake(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:

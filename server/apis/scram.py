@@ -17,6 +17,14 @@ import copy
 import logging
 from typing import TYPE_CHECKING, Any
 
+from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
+    CLUSTER_AUTHORIZATION_FAILED,
+    DUPLICATE_RESOURCE,
+    RESOURCE_NOT_FOUND,
+    UNACCEPTABLE_CREDENTIAL,
+    UNKNOWN_SERVER_ERROR,
+    UNSUPPORTED_SASL_MECHANISM,
+)
 from kafka_sidecar.protocol.framing import RequestHeader
 
 from ..security.credentials import (
@@ -32,12 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_SERVER_ERROR = -1
-CLUSTER_AUTHORIZATION_FAILED = 31
-UNSUPPORTED_SASL_MECHANISM = 33
-RESOURCE_NOT_FOUND = 91
-DUPLICATE_RESOURCE = 92
-UNACCEPTABLE_CREDENTIAL = 93
 _CLUSTER_DENIED = "Cluster authorization failed."
 _DUPLICATE = "A user credential cannot be altered twice in the same request"
 

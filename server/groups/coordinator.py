@@ -12,6 +12,12 @@ written as records to the compacted internal topic ``__consumer_offsets``
 a request is answered, and replayed from it at start-up, so a restart keeps
 every group and committed offset. Everything runs on the event loop; timers are
 ``loop.call_later`` handles keyed like Kafka's timer keys.
+
+Transactional offsets (TxnOffsetCommit) are written as transactional records of the
+producer and kept pending per producer id until the transaction coordinator writes the
+transaction's marker to the group's partition (``complete_transaction``): COMMIT publishes
+them, ABORT drops them; OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a
+partition with pending offsets. Replay follows the records and markers in log order.
 """
 
 from __future__ import annotations
@@ -24,9 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.record_batch import iter_headers, read_header
+from kafka_sidecar.protocol.records import Record as BatchRecord
+from kafka_sidecar.protocol.records import encode_batch
 from kafka_sidecar.storage.log_config import validate_topic_configs
 from kafka_sidecar.storage.log_manager import TopicInfo
 
+from ..transactions.records import COMMIT_MARKER, iter_records_and_markers
 from .group import (
     EMPTY_ASSIGNMENT,
     UNKNOWN_MEMBER_ID,
@@ -50,7 +59,6 @@ from .records import (
     decode_offset_commit_value,
     group_metadata_key,
     group_metadata_value,
-    iter_records,
     java_string_hash,
     offset_commit_key,
     offset_commit_value,
@@ -190,6 +198,9 @@ class GroupCoordinator:
         self._group_order: dict[int, TimelineOrder[str]] = {}
         # group -> topic -> partition -> committed offset
         self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
+        # Transactional offsets (TxnOffsetCommit) not yet committed or aborted:
+        # producer id -> group -> topic -> partition -> offset (Kafka's pendingTransactionalOffsets).
+        self.pending_txn_offsets: dict[int, dict[str, dict[str, dict[int, OffsetAndMetadata]]]] = {}
         self.timer = Timer()
         self.active = False
         self._topic_lock: asyncio.Lock | None = None
@@ -244,12 +255,18 @@ class GroupCoordinator:
                 for _pos, h in _batch_ends(raw):
                     next_offset = max(next_offset, h + 1)
                 try:
-                    for record_offset, producer_id, key, value in iter_records(raw):
-                        if record_offset < offset or key is None:
+                    for record_offset, producer_id, _epoch, key, value, marker in iter_records_and_markers(raw):
+                        if record_offset < offset:
+                            continue
+                        if marker is not None:
+                            self.complete_transaction(producer_id, marker == COMMIT_MARKER, p)
+                            continue
+                        if key is None:
                             continue
                         count += 1
                         if producer_id != -1:
-                            continue  # transactional offset commits are not supported yet
+                            self._replay_transactional(producer_id, key, value, record_offset)
+                            continue
                         self._replay(key, value, record_offset)
                 except (RecordFormatError, ValueError, IndexError) as e:
                     log.error("skipping unreadable data in %s-%d at offset %d: %s", OFFSETS_TOPIC, p, offset, e)
@@ -895,21 +912,138 @@ class GroupCoordinator:
                 return _append_error_to_response_error(error), []
         return errors.NONE, results
 
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> tuple[int, list[tuple[str, list[Response]]]]:
-        """(group error, [(topic, [partition rows])]); ``topics`` None = every committed offset."""
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                      require_stable: bool = False) -> tuple[int, list[tuple[str, list[Response]]]]:
+        """(group error, [(topic, [partition rows])]); ``topics`` None = every committed offset.
+
+        With ``require_stable``, partitions with pending transactional offsets answer
+        UNSTABLE_OFFSET_COMMIT (Kafka's OffsetFetch v7+ requireStable)."""
         if not self.active:
             return errors.COORDINATOR_NOT_AVAILABLE, []
         group = self.groups.get(group_id)
         committed = self.offsets.get(group_id, {}) if group is not None and not group.is_in(GroupState.DEAD) else {}
 
-        def row(partition: int, om: OffsetAndMetadata | None) -> Response:
+        unstable = self._pending_partitions(group_id) if require_stable else set()
+
+        def row(partition: int, om: OffsetAndMetadata | None, topic: str = "") -> Response:
+            if (topic, partition) in unstable:
+                return {"partition_index": partition, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": errors.UNSTABLE_OFFSET_COMMIT}
             if om is None:
                 return {"partition_index": partition, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": errors.NONE}
             return {"partition_index": partition, "committed_offset": om.offset, "committed_leader_epoch": om.leader_epoch, "metadata": om.metadata, "error_code": errors.NONE}
 
         if topics is None:
-            return errors.NONE, [(t, [row(p, om) for p, om in parts.items()]) for t, parts in committed.items()]
-        return errors.NONE, [(t, [row(p, committed.get(t, {}).get(p)) for p in parts]) for t, parts in topics]
+            return errors.NONE, [(t, [row(p, om, t) for p, om in parts.items()]) for t, parts in committed.items()]
+        return errors.NONE, [(t, [row(p, committed.get(t, {}).get(p), t) for p in parts]) for t, parts in topics]
+
+    # ---- transactional offsets (TxnOffsetCommit) ----------------------------------------------
+
+    def _pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        return {(t, p) for groups in self.pending_txn_offsets.values() for t, parts in groups.get(group_id, {}).items() for p in parts}
+
+    def has_pending_transactional_offsets(self, group_id: str) -> bool:
+        return any(group_id in groups for groups in self.pending_txn_offsets.values())
+
+    def _replay_transactional(self, producer_id: int, key_bytes: bytes, value: bytes | None, record_offset: int) -> None:
+        key = decode_key(key_bytes)
+        if not isinstance(key, OffsetCommitKey) or value is None:
+            return
+        if key.group not in self.groups:
+            self._create_group(key.group)
+        om = decode_offset_commit_value(value, record_offset)
+        self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(key.group, {}).setdefault(key.topic, {})[key.partition] = om
+
+    def complete_transaction(self, producer_id: int, commit: bool, partition: int) -> None:
+        """A transaction marker was written to __consumer_offsets-``partition``: publish (commit)
+        or drop (abort) the producer's pending offsets of the groups of that partition
+        (Kafka's replayEndTransactionMarker: a newer non-transactional commit is kept)."""
+        groups = self.pending_txn_offsets.get(producer_id)
+        if not groups:
+            return
+        for group_id in [g for g in groups if self.partition_for(g) == partition]:
+            pending = groups.pop(group_id)
+            if not commit:
+                continue
+            for topic, parts in pending.items():
+                for p, om in parts.items():
+                    existing = self.offsets.get(group_id, {}).get(topic, {}).get(p)
+                    if existing is None or om.record_offset > existing.record_offset:
+                        self.offsets.setdefault(group_id, {}).setdefault(topic, {})[p] = om
+        if not groups:
+            del self.pending_txn_offsets[producer_id]
+
+    def commit_transactional_offsets(
+        self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int, member_id: str,
+        instance_id: str | None, topics: list[tuple[str, list[tuple[int, int, int, str | None]]]],
+    ) -> tuple[int, list[tuple[str, list[tuple[int, int]]]]]:
+        """TxnOffsetCommit: the offsets are written as transactional records of the producer and
+        become visible with the transaction's COMMIT marker (dropped on ABORT)."""
+        if not self.active:
+            return errors.COORDINATOR_NOT_AVAILABLE, []
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return errors.ILLEGAL_GENERATION, []
+            group = self._create_group(group_id)
+        if group.is_in(GroupState.DEAD):
+            return errors.COORDINATOR_NOT_AVAILABLE, []
+        if not (generation_id < 0 and not member_id and instance_id is None):
+            error = self._validate_offset_commit(group, member_id, instance_id, generation_id)
+            if error:
+                return error, []
+        now = now_ms()
+        records: list[Record] = []
+        entries: list[tuple[str, int, OffsetAndMetadata]] = []
+        results: list[tuple[str, list[tuple[int, int]]]] = []
+        for topic, partitions in topics:
+            out = []
+            for partition, offset, leader_epoch, metadata in partitions:
+                if metadata is not None and _java_string_length(metadata) > self.offset_metadata_max_bytes:
+                    out.append((partition, errors.OFFSET_METADATA_TOO_LARGE))
+                    continue
+                out.append((partition, errors.NONE))
+                om = OffsetAndMetadata(offset, leader_epoch, metadata or "", now, None)
+                records.append((offset_commit_key(group_id, topic, partition), offset_commit_value(om)))
+                entries.append((topic, partition, om))
+            results.append((topic, out))
+        if records:
+            error, first = self._write_transactional(group_id, producer_id, producer_epoch, records)
+            if error:
+                return _append_error_to_response_error(error), []
+            pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})
+            for i, (topic, partition, om) in enumerate(entries):
+                om.record_offset = first + i
+                pending.setdefault(topic, {})[partition] = om
+        return errors.NONE, results
+
+    def _write_transactional(self, group_id: str, producer_id: int, producer_epoch: int, records: list[Record]) -> tuple[int, int]:
+        """Append ``records`` as one transactional batch of the producer: (error code, first offset)."""
+        partition = self.partition_for(group_id)
+        lg = self.broker.log_manager.get_log(OFFSETS_TOPIC, partition)
+        if lg is None:
+            return errors.COORDINATOR_NOT_AVAILABLE, -1
+        # Kafka writes coordinator batches without sequence checks; our producer state checks them,
+        # so the batch continues the producer's sequence on this partition.
+        seq = 0
+        entry = getattr(getattr(lg, "producer_state", None), "producers", {}).get(producer_id)
+        if entry is not None and entry.producer_epoch == producer_epoch and entry.last_seq >= 0:
+            seq = entry.last_seq + 1
+        ts = now_ms()
+        batch = bytearray(encode_batch(
+            [BatchRecord(i, ts, key, value) for i, (key, value) in enumerate(records)],
+            compression=self.compression_codec, producer_id=producer_id, producer_epoch=producer_epoch,
+            base_sequence=seq, is_transactional=True, base_timestamp=ts, max_timestamp=ts,
+        ))
+        try:
+            info = lg.append_as_leader(batch, [read_header(batch)])
+        except Exception as e:
+            code = getattr(e, "error_code", None)
+            log.warning("cannot append transactional offsets to %s-%d: %s", OFFSETS_TOPIC, partition, e)
+            return (code if isinstance(code, int) else errors.UNKNOWN_SERVER_ERROR), -1
+        if info.needs_flush:
+            self.broker.schedule_blocking(lg.flush)
+        self.broker.notify_append(OFFSETS_TOPIC, partition)
+        return errors.NONE, info.first_offset
 
     def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]) -> tuple[int, list[tuple[str, list[tuple[int, int]]]]]:
         """OffsetDelete: (group error, [(topic, [(partition, error)])])."""
@@ -1063,6 +1197,7 @@ class GroupCoordinator:
             records: list[Record] = []
             all_expired = True
             committed = self.offsets.get(gid)
+            pending = self._pending_partitions(gid)  # kept while a transaction may still commit them (Kafka)
             if committed:
                 base = self._expiration_base(group)
                 if base is None:
@@ -1074,11 +1209,11 @@ class GroupCoordinator:
                             continue
                         for p, om in parts.items():
                             expired = now >= om.expire_timestamp if om.expire_timestamp is not None else now - base(om) >= self.offsets_retention_ms
-                            if expired:
+                            if expired and (topic, p) not in pending:
                                 records.append((offset_commit_key(gid, topic, p), None))
                             else:
                                 all_expired = False
-            if all_expired and group.is_empty:
+            if all_expired and group.is_empty and not pending:
                 records.append((group_metadata_key(gid), None))
             if records:
                 entry = by_partition.setdefault(self.partition_for(gid), (gid, []))

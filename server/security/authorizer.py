@@ -32,6 +32,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
+    CLUSTER_AUTHORIZATION_FAILED,
+    GROUP_AUTHORIZATION_FAILED,
+    SECURITY_DISABLED,
+    TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+)
 from kafka_sidecar.storage.log_config import ConfigError
 from kafka_sidecar.storage.log_manager import DataDirError
 
@@ -64,11 +71,6 @@ ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"  # ZooKeeper-era name
 AUTHORIZER_CLASSES = (STANDARD_AUTHORIZER, ACL_AUTHORIZER)
 
 # Kafka's error codes of authorization (protocol/errors.py has the others).
-TOPIC_AUTHORIZATION_FAILED = 29
-GROUP_AUTHORIZATION_FAILED = 30
-CLUSTER_AUTHORIZATION_FAILED = 31
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-SECURITY_DISABLED = 54
 # Errors.message() of those errors (Kafka's default exception messages).
 ERROR_MESSAGES = {
     TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
