@@ -309,9 +309,12 @@ def super_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SidecarPr
 
 
 def restart(server: SidecarProcess, overrides: dict[str, str]) -> SidecarProcess:
-    """Stop ``server`` cleanly and start another on its data dir with ``overrides``."""
+    """Stop ``server`` cleanly and start it again on its data dir with ``overrides`` (the same
+    object, so the factory that made it still stops it after the test)."""
     server.stop()
-    return SidecarProcess(server.data_dir, overrides).start()
+    server.overrides = dict(overrides)
+    server.port = 0
+    return server.start()
 
 
 # =============================================================================================
