@@ -9,10 +9,12 @@ inside the log are not data loss (Kafka's consumers skip them silently).
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Iterator
 
-from kafka_sidecar.protocol.record_batch import CONTROL_MASK
+from kafka_sidecar.protocol.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
+from kafka_sidecar.protocol.records import decode_batches
 from kafka_sidecar.server.client import KafkaClientError
 
 from ._options import data_loss
@@ -51,6 +53,39 @@ def read_range(
             broker.close()
 
 
+READ_COMMITTED = 1
+
+
+class AbortedBatches:
+    """Kafka's consumer rule (Fetcher's CompletedFetch) for read_committed: a transactional batch is
+    skipped if its producer has an aborted transaction (from the Fetch response) that started at or
+    before the batch's last offset and whose ABORT marker has not been passed yet."""
+
+    def __init__(self, aborted: list[tuple[int, int]]) -> None:
+        self.pending = sorted(aborted, key=lambda a: a[1])  # by first offset
+        self.producers: set[int] = set()
+
+    def aborted(self, buf: bytes, pos: int, h: BatchHeader) -> bool:
+        """Whether the batch at ``pos`` is to be skipped (call it for every batch, in order)."""
+        if h.producer_id < 0:
+            return False
+        last = h.base_offset + h.last_offset_delta
+        while self.pending and self.pending[0][1] <= last:
+            self.producers.add(self.pending.pop(0)[0])
+        if h.attributes & CONTROL_MASK:
+            if h.producer_id in self.producers and _is_abort_marker(buf, pos, h):
+                self.producers.discard(h.producer_id)
+            return False
+        return bool(h.attributes & TRANSACTIONAL_MASK) and h.producer_id in self.producers
+
+
+def _is_abort_marker(buf: bytes, pos: int, h: BatchHeader) -> bool:
+    """The control record's key is (version int16, type int16): type 0 is ABORT."""
+    (batch,) = decode_batches(buf[pos:pos + h.size], verify_crc=False)
+    key = batch.records[0].key if batch.records else None
+    return key is not None and len(key) >= 4 and struct.unpack_from(">h", key, 2)[0] == 0
+
+
 def _read(broker: Broker, topic: str, partition: int, start: int, end: int, fail_on_data_loss: bool,
           include_headers: bool, fetch_bytes: int, isolation_level: int, chunk_records: int) -> Iterator[Columns]:
     tp = f"{topic}-{partition}"
@@ -60,8 +95,8 @@ def _read(broker: Broker, topic: str, partition: int, start: int, end: int, fail
     retries = 0
     while offset < end:
         try:
-            code, hw, _lso, records = broker.fetch(topic, partition, offset, max_bytes=max_bytes,
-                                                   isolation_level=isolation_level)
+            code, hw, _lso, records, aborted = broker.fetch(topic, partition, offset, max_bytes=max_bytes,
+                                                            isolation_level=isolation_level)
         except KafkaError as e:
             if e.code in RETRIABLE and retries < 5:
                 retries += 1
@@ -113,6 +148,7 @@ def _read(broker: Broker, topic: str, partition: int, start: int, end: int, fail
         retries = 0
         progressed = False
         done = False
+        skip = AbortedBatches(aborted) if isolation_level == READ_COMMITTED else None
         for pos, h in iter_batches(records):
             if h.base_offset >= end:
                 done = True
@@ -120,7 +156,9 @@ def _read(broker: Broker, topic: str, partition: int, start: int, end: int, fail
             last = h.base_offset + h.last_offset_delta
             if last < offset:
                 continue  # a fetch starting mid-batch returns the whole batch
-            if not h.attributes & CONTROL_MASK:
+            # Every batch goes through the aborted-transaction filter (a marker ends an aborted range).
+            in_aborted_txn = skip is not None and skip.aborted(records, pos, h)
+            if not h.attributes & CONTROL_MASK and not in_aborted_txn:
                 decode_into(cols, records, pos, h, offset, end)
             offset = last + 1
             progressed = True

@@ -192,8 +192,9 @@ class Broker:
     # ---- Fetch ---------------------------------------------------------------------
 
     def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int = 0,
-              isolation_level: int = 0) -> tuple[int, int, int, bytes]:
-        """One Fetch of one partition: (error code, high watermark, log start offset, records)."""
+              isolation_level: int = 0) -> tuple[int, int, int, bytes, list[tuple[int, int]]]:
+        """One Fetch of one partition: (error code, high watermark, log start offset, records,
+        aborted transactions as (producer id, first offset); empty unless read_committed)."""
         node = self.leader(topic, partition)
         _, body = self.client.node(node).request(FETCH, {
             "replica_id": -1, "max_wait": max_wait_ms, "min_bytes": 1 if max_wait_ms else 0,
@@ -210,8 +211,9 @@ class Broker:
         for t in body.responses:
             for p in t.partitions:
                 if t.topic == topic and p.partition_index == partition:
+                    aborted = [(a.producer_id, a.first_offset) for a in (getattr(p, "aborted_transactions", None) or [])]
                     return (_code(p.error_code), p.high_watermark, getattr(p, "log_start_offset", -1),
-                            bytes(p.records or b""))
+                            bytes(p.records or b""), aborted)
         raise KafkaError(f"Fetch answered nothing for {topic}-{partition}")
 
     # ---- Produce -------------------------------------------------------------------
