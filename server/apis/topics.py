@@ -265,6 +265,7 @@ async def handle_delete_topics(broker: Broker, conn: Connection, header: Request
             continue
         renamed = lm.delete_topic(name)
         broker.schedule_blocking(lm.remove_dirs, renamed)
+        broker.group_coordinator.on_topic_deleted(name)
         responses.append({"name": name, "topic_id": info.topic_id, "error_code": errors.NONE, "error_message": None})
     return {"throttle_time": 0, "responses": responses}
 

@@ -1073,6 +1073,24 @@ class GroupCoordinator:
                 return _append_error_to_response_error(error), []
         return errors.NONE, results
 
+    def on_topic_deleted(self, topic: str) -> int:
+        """Kafka's onPartitionsDeleted: every group's committed offsets of a deleted topic go
+        (tombstones in __consumer_offsets), so a topic created again under the name starts clean.
+        Returns the number of tombstones written."""
+        if not self.active:
+            return 0
+        written = 0
+        for gid, committed in list(self.offsets.items()):
+            parts = committed.get(topic)
+            if not parts:
+                continue
+            records: list[Record] = [(offset_commit_key(gid, topic, p), None) for p in sorted(parts)]
+            if self._write_and_replay(gid, records) == errors.NONE:
+                written += len(records)
+        if written:
+            log.info("deleted %d committed offsets of deleted topic %s", written, topic)
+        return written
+
     # ---- ListGroups, DescribeGroups, DeleteGroups ------------------------------------------
 
     def list_groups(self, states_filter: Iterable[str], types_filter: Iterable[str]) -> tuple[int, list[Response]]:

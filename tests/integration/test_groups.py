@@ -269,6 +269,23 @@ def test_committed_offsets_and_groups_survive_restart(sidecar_factory, topic_nam
         (p, o) for p in range(3) for o in range(by_partition[p], 10)
     )
 
+    # Deleting the topic deletes its committed offsets in every group (Kafka's onPartitionsDeleted),
+    # for good: a topic created again under the name is not read from stale positions.
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+    try:
+        assert admin.list_group_offsets(group)[group]
+        admin.delete_topics([topic_name])
+        wait_until(lambda: not admin.list_group_offsets(group)[group], message="offsets of the deleted topic gone")
+    finally:
+        admin.close()
+    assert server.stop() == 0
+    server.start()
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+    try:
+        assert admin.list_group_offsets(group)[group] == {}
+    finally:
+        admin.close()
+
 
 def test_admin_client_lists_describes_and_deletes_groups(group_server, topic_name):
     bootstrap = group_server.bootstrap
