@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.record_batch import iter_headers, read_header
+from kafka_sidecar.protocol.record_batch import read_header
 from kafka_sidecar.protocol.records import Record as BatchRecord
 from kafka_sidecar.protocol.records import encode_batch
 from kafka_sidecar.storage.log_config import validate_topic_configs
 from kafka_sidecar.storage.log_manager import TopicInfo
 
-from ..transactions.records import COMMIT_MARKER, iter_records_and_markers
+from ..transactions.records import COMMIT_MARKER, replay_log
 from .group import (
     EMPTY_ASSIGNMENT,
     UNKNOWN_MEMBER_ID,
@@ -52,7 +52,6 @@ from .records import (
     MemberMetadata,
     OffsetAndMetadata,
     OffsetCommitKey,
-    RecordFormatError,
     build_batch,
     decode_group_metadata_value,
     decode_key,
@@ -75,7 +74,6 @@ NO_AUTHORIZED_OPERATIONS = -2147483648
 # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what Kafka reports for a group without an authorizer.
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 GROUP_TYPES = {"classic", "consumer", "share", "streams"}
-_LOAD_READ_BYTES = 8 << 20
 
 Response = dict[str, Any]
 Record = tuple[bytes, bytes | None]
@@ -245,34 +243,21 @@ class GroupCoordinator:
             lg = lm.get_log(OFFSETS_TOPIC, p)
             if lg is None:
                 continue
-            offset = lg.log_start_offset
-            while offset < lg.log_end_offset:
-                data = lg.read(offset, _LOAD_READ_BYTES, True)
-                if data is None:
-                    break
-                raw = data.read()
-                next_offset = offset
-                for _pos, h in _batch_ends(raw):
-                    next_offset = max(next_offset, h + 1)
-                try:
-                    for record_offset, producer_id, _epoch, key, value, marker in iter_records_and_markers(raw):
-                        if record_offset < offset:
-                            continue
-                        if marker is not None:
-                            self.complete_transaction(producer_id, marker == COMMIT_MARKER, p)
-                            continue
-                        if key is None:
-                            continue
-                        count += 1
-                        if producer_id != -1:
-                            self._replay_transactional(producer_id, key, value, record_offset)
-                            continue
-                        self._replay(key, value, record_offset)
-                except (RecordFormatError, ValueError, IndexError) as e:
-                    log.error("skipping unreadable data in %s-%d at offset %d: %s", OFFSETS_TOPIC, p, offset, e)
-                if next_offset <= offset:
-                    break
-                offset = next_offset
+
+            def apply(record_offset: int, producer_id: int, _epoch: int, key: bytes | None, value: bytes | None,
+                      marker: int | None, p: int = p) -> bool:
+                if marker is not None:
+                    self.complete_transaction(producer_id, marker == COMMIT_MARKER, p)
+                    return False
+                if key is None:
+                    return False
+                if producer_id != -1:
+                    self._replay_transactional(producer_id, key, value, record_offset)
+                else:
+                    self._replay(key, value, record_offset)
+                return True
+
+            count += replay_log(lg, apply)
         return count
 
     async def ensure_offsets_topic(self) -> None:
@@ -1251,9 +1236,3 @@ class GroupCoordinator:
 def _set(fut: asyncio.Future[Response], response: Response) -> None:
     if not fut.done():
         fut.set_result(response)
-
-
-def _batch_ends(raw: bytes) -> Iterable[tuple[int, int]]:
-    """(position, last offset) of each complete batch."""
-    for pos, h in iter_headers(raw):
-        yield pos, h.last_offset

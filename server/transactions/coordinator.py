@@ -29,13 +29,13 @@ from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.record_batch import read_header
 from kafka_sidecar.storage.log_config import validate_topic_configs
 
-from ..groups.records import OFFSETS_TOPIC, RecordFormatError, build_batch
+from ..groups.records import OFFSETS_TOPIC, build_batch
 from .records import (
     TRANSACTION_STATE_TOPIC,
     decode_key,
     decode_value,
-    iter_records_and_markers,
     key_bytes,
+    replay_log,
     transaction_partition_for,
     value_bytes,
 )
@@ -61,7 +61,6 @@ log = logging.getLogger(__name__)
 
 S = TransactionState
 COORDINATOR_EPOCH = 0  # one broker, never a new leader of a __transaction_state partition
-_LOAD_READ_BYTES = 8 << 20
 
 
 def now_ms() -> int:
@@ -102,37 +101,19 @@ class TransactionCoordinator:
 
     def _load_all(self, partitions: int) -> int:
         lm = self.broker.log_manager
-        count = 0
-        for p in range(partitions):
-            lg = lm.get_log(TRANSACTION_STATE_TOPIC, p)
-            if lg is None:
-                continue
-            offset = lg.log_start_offset
-            while offset < lg.log_end_offset:
-                data = lg.read(offset, _LOAD_READ_BYTES, True)
-                if data is None:
-                    break
-                raw = data.read()
-                next_offset = offset
-                try:
-                    for record_offset, _pid, _epoch, key, value, marker in iter_records_and_markers(raw):
-                        next_offset = max(next_offset, record_offset + 1)
-                        if record_offset < offset or marker is not None or key is None:
-                            continue
-                        count += 1
-                        tid = decode_key(key)
-                        if tid is None:
-                            continue
-                        if value is None:
-                            self.transactions.pop(tid, None)
-                        else:
-                            self.transactions[tid] = decode_value(tid, value)
-                except (RecordFormatError, ValueError, IndexError) as e:
-                    log.error("skipping unreadable data in %s-%d at offset %d: %s", TRANSACTION_STATE_TOPIC, p, offset, e)
-                if next_offset <= offset:
-                    break
-                offset = next_offset
-        return count
+
+        def apply(_offset: int, _pid: int, _epoch: int, key: bytes | None, value: bytes | None, marker: int | None) -> bool:
+            if marker is not None or key is None:
+                return False
+            tid = decode_key(key)
+            if tid is not None:
+                if value is None:
+                    self.transactions.pop(tid, None)
+                else:
+                    self.transactions[tid] = decode_value(tid, value)
+            return True
+
+        return sum(replay_log(lg, apply) for p in range(partitions) if (lg := lm.get_log(TRANSACTION_STATE_TOPIC, p)) is not None)
 
     async def ensure_topic(self) -> None:
         """Create ``__transaction_state`` on first use, with Kafka's topic configs."""

@@ -19,14 +19,18 @@ Batches are written without compression (Kafka's TransactionLog.EnforcedCompress
 
 from __future__ import annotations
 
+import logging
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from kafka_sidecar.protocol.record_batch import CONTROL_MASK
+from kafka_sidecar.protocol.record_batch import CONTROL_MASK, iter_headers
 from kafka_sidecar.protocol.records import decode_records, iter_batches
+from kafka_sidecar.storage.log import Log
 
 from ..groups.records import RecordFormatError, _Reader, partition_for
 from .state import NO_PRODUCER_ID, TransactionMetadata, TransactionState
+
+log = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
@@ -143,3 +147,41 @@ def iter_records_and_markers(data: bytes) -> Iterator[tuple[int, int, int, bytes
                     yield offset, h.producer_id, h.producer_epoch, None, None, marker
                 continue
             yield offset, h.producer_id, h.producer_epoch, key, value, None
+
+
+# How much of an internal topic's log is read at a time while loading it.
+LOAD_READ_BYTES = 8 << 20
+RecordHandler = Callable[[int, int, int, "bytes | None", "bytes | None", "int | None"], bool]
+
+
+def replay_log(lg: Log, apply: RecordHandler) -> int:
+    """Feed every record and transaction marker of ``lg``, from its log start, to ``apply`` (offset,
+    producer id, producer epoch, key, value, marker), in log order: how the group and transaction
+    coordinators load their internal topic at start. Unreadable data is logged and skipped a
+    chunk at a time, a record ``apply`` cannot read (RecordFormatError, ValueError, IndexError)
+    by itself. Returns how many records ``apply`` counted (it returns True for those)."""
+    where = f"{lg.topic}-{lg.partition}"
+    count = 0
+    offset = lg.log_start_offset
+    while offset < lg.log_end_offset:
+        data = lg.read(offset, LOAD_READ_BYTES, True)
+        if data is None:
+            break
+        raw = data.read()
+        next_offset = offset
+        for _pos, h in iter_headers(raw):
+            next_offset = max(next_offset, h.last_offset + 1)
+        try:
+            for record in iter_records_and_markers(raw):
+                if record[0] < offset:
+                    continue
+                try:
+                    count += bool(apply(*record))
+                except (RecordFormatError, ValueError, IndexError) as e:
+                    log.error("skipping unreadable record in %s at offset %d: %s", where, record[0], e)
+        except (RecordFormatError, ValueError, IndexError) as e:
+            log.error("skipping unreadable data in %s at offset %d: %s", where, offset, e)
+        if next_offset <= offset:
+            break
+        offset = next_offset
+    return count

@@ -109,7 +109,8 @@ def test_valid_previous_states_are_kafkas() -> None:
 
 
 class FakeLog:
-    def __init__(self) -> None:
+    def __init__(self, topic: str = "t", partition: int = 0) -> None:
+        self.topic, self.partition = topic, partition
         self.batches: list[bytearray] = []
         self.log_start_offset = 0
         self.log_end_offset = 0
@@ -141,7 +142,7 @@ class FakeLogManager:
     def create_topic(self, name: str, partitions: int, configs: Any = None) -> None:
         self.topics[name] = SimpleNamespace(partitions=partitions, configs=configs)
         for p in range(partitions):
-            self.logs[(name, p)] = FakeLog()
+            self.logs[(name, p)] = FakeLog(name, p)
 
     def get_log(self, topic: str, partition: int) -> FakeLog | None:
         return self.logs.get((topic, partition))
