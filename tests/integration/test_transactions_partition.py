@@ -32,6 +32,12 @@ INVALID_RECORD = 87
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
+# These tests drive the partition side alone: transactional batches from raw producer ids that no
+# transaction coordinator knows. Kafka's produce-time check against the coordinator (KIP-890) would
+# refuse them (INVALID_PRODUCER_ID_MAPPING); the tests of tests/integration/test_transactions.py
+# cover it with real transactions.
+NO_VERIFICATION = {"transaction.partition.verification.enable": "false"}
+
 
 def batch(values: list[bytes], *, pid: int = -1, epoch: int = -1, seq: int = -1, transactional: bool = False, control: bool = False) -> bytes:
     return encode_batch(
@@ -120,7 +126,7 @@ def _open_transaction(port: int) -> tuple[str, int, int]:
 
 
 def test_read_committed_fetch_stops_at_the_open_transaction(sidecar_factory):
-    server = sidecar_factory()
+    server = sidecar_factory(NO_VERIFICATION)
     topic, _, _ = _open_transaction(server.port)
     check_open_transaction_view(server.port, topic)
     # The LSO is kept across a clean restart (snapshot with currentTxnFirstOffset) ...
@@ -135,7 +141,7 @@ def test_read_committed_fetch_stops_at_the_open_transaction(sidecar_factory):
 def test_confluent_kafka_read_committed_consumer_sees_only_stable_records(sidecar_factory):
     from confluent_kafka import Consumer, TopicPartition
 
-    server = sidecar_factory()
+    server = sidecar_factory(NO_VERIFICATION)
     topic, _, _ = _open_transaction(server.port)
 
     def consume(isolation: str, want: int) -> list[int]:
@@ -194,7 +200,7 @@ def _consume_all(bootstrap: str, topic: str, isolation: str, want: int) -> list[
 
 
 def test_markers_written_by_the_storage_api_are_served_with_aborted_transactions(sidecar_factory):
-    server = sidecar_factory()
+    server = sidecar_factory(NO_VERIFICATION)
     topic = f"txn-{uuid.uuid4().hex[:10]}"
     create_topic(server.port, topic)
     server.stop()
