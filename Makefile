@@ -8,7 +8,14 @@ PIP := $(PY) -m pip
 DATA_DIR ?= ./data
 LISTEN ?= localhost:9092
 
-.PHONY: run install dev tools test test-fast lint bench conformance conformance-compose crash-test fuzz soak clean
+.PHONY: run install dev tools reference reference-if-needed test test-fast lint bench conformance conformance-compose crash-test fuzz soak clean
+
+# The reference Apache Kafka (broker, tools, Streams, Connect) that tests and benchmarks compare
+# with, assembled from Maven Central into .cache/kafka-$(KAFKA_REFERENCE_VERSION) (needs Java 17+;
+# Maven is installed from Debian when missing). KAFKA_HOME or KAFKA_REFERENCE_BOOTSTRAP use
+# another one instead.
+KAFKA_REFERENCE_VERSION ?= $(shell cat tests/reference/kafka-version)
+export KAFKA_REFERENCE_VERSION
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +40,15 @@ run: install
 tools:
 	./tests/tools/install-tools.sh
 
-test: dev tools
+reference:
+	./tests/reference/install-maven.sh
+	./tests/reference/assemble.sh $(KAFKA_REFERENCE_VERSION)
+
+# `make test` assembles the reference unless one is configured.
+reference-if-needed:
+	@if [ -z "$$KAFKA_HOME$$KAFKA_REFERENCE_BOOTSTRAP" ]; then $(MAKE) --no-print-directory reference; fi
+
+test: dev tools reference-if-needed
 	$(PY) -m pytest -q
 
 test-fast: dev
@@ -47,9 +62,9 @@ bench: dev
 
 # The conformance suite (tests/conformance, also part of `make test`): each scenario against
 # kafka-sidecar and a reference Apache Kafka, compared. The reference is KAFKA_REFERENCE_BOOTSTRAP,
-# else KAFKA_HOME or ../shared/reference/kafka, else testcontainers; SIDECAR_BOOTSTRAP points the
-# other half at a running kafka-sidecar. Here a missing reference is an error, not a skip.
-conformance: dev
+# else KAFKA_HOME, else the one `make reference` assembles, else testcontainers; SIDECAR_BOOTSTRAP
+# points the other half at a running kafka-sidecar. Here a missing reference is an error, not a skip.
+conformance: dev reference-if-needed
 	CONFORMANCE_REQUIRE_REFERENCE=1 $(PY) -m pytest -q tests/conformance
 
 # The same against the two brokers of compose/docker-compose.yml (needs Docker).

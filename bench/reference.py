@@ -12,12 +12,14 @@ standard library (no client library, nothing from ``bench``), so tests can reuse
     kafka = start_reference()                # None (and a reason) instead of raising
     why = unavailable_reason()               # None when Java and a distribution are present
 
-Where the distribution is found, in order: ``KAFKA_HOME``; ``../shared/reference/kafka``
-relative to the repository root. Java: ``$JAVA_HOME/bin/java``, else ``java`` on PATH.
+Where the distribution is found, in order: ``KAFKA_HOME``; the one ``make reference`` assembles
+from Maven Central (``tests/reference/assemble.sh``) in ``<repo>/.cache/kafka-<version>``, the
+version being ``KAFKA_REFERENCE_VERSION`` or ``tests/reference/kafka-version``. Java:
+``$JAVA_HOME/bin/java``, else ``java`` on PATH.
 
-Start-up follows ``shared/reference/README.md``: a config with ``process.roles=broker,controller``,
+Start-up: a config with ``process.roles=broker,controller``,
 a static ``controller.quorum.voters`` on loopback, ``kafka-storage.sh format -t <id> -c <conf>``
-(no ``--standalone``: with a static voter set Kafka 4.1.0 formats a plain metadata directory),
+(no ``--standalone``: with a static voter set Kafka formats a plain metadata directory),
 then ``kafka-server-start.sh <conf>`` with ``LOG_DIR`` and ``KAFKA_HEAP_OPTS``. The broker is
 ready when a Metadata request answers with broker 1. ``stop()`` sends SIGTERM and waits
 (Kafka's controlled shutdown, ~1 s here); the JVM then exits with 143.
@@ -42,7 +44,9 @@ __all__ = [
     "ReferenceKafka",
     "ReferenceUnavailable",
     "find_java",
+    "assembled_home",
     "find_kafka_home",
+    "kafka_version",
     "free_port",
     "metadata_brokers",
     "port_open",
@@ -63,14 +67,33 @@ class ReferenceUnavailable(RuntimeError):
 # --------------------------------------------------------------------------- discovery
 
 
+def kafka_version(repo_root: Path | None = None) -> str:
+    """The reference version: ``KAFKA_REFERENCE_VERSION``, else ``tests/reference/kafka-version``."""
+    env = os.environ.get("KAFKA_REFERENCE_VERSION", "").strip()
+    if env:
+        return env
+    return (Path(repo_root or REPO_ROOT) / "tests" / "reference" / "kafka-version").read_text().strip()
+
+
+def assembled_home(repo_root: Path | None = None) -> Path:
+    """Where ``make reference`` puts the distribution it assembles (present or not)."""
+    return Path(repo_root or REPO_ROOT) / ".cache" / f"kafka-{kafka_version(repo_root)}"
+
+
+def _is_distribution(home: Path) -> bool:
+    return (home / "bin" / "kafka-server-start.sh").is_file() and (home / "libs").is_dir()
+
+
 def find_kafka_home(repo_root: Path | None = None) -> Path | None:
-    """The Kafka distribution dir: ``KAFKA_HOME`` if set, else ``<repo>/../shared/reference/kafka``.
+    """The Kafka distribution dir: ``KAFKA_HOME`` if set, else the one ``make reference`` assembled.
 
     A ``KAFKA_HOME`` that holds no distribution gives None (no silent fall-back to another one).
     """
     env = os.environ.get("KAFKA_HOME")
-    home = Path(env) if env else Path(repo_root or REPO_ROOT).parent / "shared" / "reference" / "kafka"
-    if (home / "bin" / "kafka-server-start.sh").is_file() and (home / "libs").is_dir():
+    if env:
+        return Path(env).resolve() if _is_distribution(Path(env)) else None
+    home = assembled_home(repo_root)
+    if (home / ".complete").is_file() and _is_distribution(home):
         return home.resolve()
     return None
 
@@ -93,8 +116,7 @@ def unavailable_reason(kafka_home: Path | None = None) -> str | None:
     if home is None:
         if os.environ.get("KAFKA_HOME"):
             return f"reference unavailable: KAFKA_HOME={os.environ['KAFKA_HOME']} holds no Kafka distribution (bin/kafka-server-start.sh, libs/)"
-        where = REPO_ROOT.parent / "shared" / "reference" / "kafka"
-        return f"reference unavailable: no Kafka distribution (set KAFKA_HOME; nothing at {where})"
+        return f"reference unavailable: no Kafka distribution (run `make reference` or set KAFKA_HOME; nothing at {assembled_home()})"
     if not (home / "bin" / "kafka-server-start.sh").is_file():
         return f"reference unavailable: {home} has no bin/kafka-server-start.sh"
     return None

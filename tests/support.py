@@ -13,8 +13,27 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-GOLDEN = SHARED / "golden"
+# What Apache Kafka 4.0.0 wrote and answered for fixed scenarios (see its README.md).
+GOLDEN = REPO / "tests" / "data" / "kafka-4.0.0"
+
+
+def kafka_bin(script: str) -> Path:
+    """Apache Kafka's ``bin/<script>`` in the reference distribution (``bench.reference``:
+    ``KAFKA_HOME`` or what ``make reference`` assembled); a path that does not exist when there
+    is none, so ``.exists()`` tells a test to skip and say why."""
+    from bench.reference import assembled_home, find_kafka_home
+
+    home = find_kafka_home() or assembled_home()
+    return home / "bin" / script
+
+
+def kafka_tool_missing(script: str) -> str | None:
+    """Why Kafka's ``script`` cannot run here, or None when it can (a skip reason)."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "no Java to run Kafka's tools"
+    if not kafka_bin(script).exists():
+        return f"no reference Kafka with bin/{script} (run `make reference` or set KAFKA_HOME)"
+    return None
 
 # Record timestamps for servers that keep running: ten minutes before the test session started.
 # Records older than retention.ms (7 days by default) are deleted by the first retention check

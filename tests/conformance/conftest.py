@@ -5,7 +5,7 @@ Targets (session-scoped, started once, in parallel):
 - ours: ``SIDECAR_BOOTSTRAP=host:port`` if set (an already running kafka-sidecar, e.g. the
   compose/ one), else a kafka-sidecar subprocess on a loopback port with ``BROKER_OVERRIDES``;
 - reference: ``KAFKA_REFERENCE_BOOTSTRAP=host:port`` if set; else Apache Kafka launched from
-  ``KAFKA_HOME`` or ``../shared/reference/kafka`` (``bench/reference.py``) with the same
+  ``KAFKA_HOME`` or the distribution ``make reference`` assembles (``bench/reference.py``) with the same
   overrides; else a testcontainers ``KafkaContainer`` (apache/kafka) when a Docker engine
   answers; else the reference half of every test skips, saying why. ``CONFORMANCE_REQUIRE_REFERENCE=1``
   turns that skip into an error (CI, where the reference is present).
@@ -45,7 +45,11 @@ from tests.conformance.harness import (
 from tests.conformance.known_differences import KNOWN
 from tests.support import SidecarProcess
 
-REFERENCE_IMAGE = os.environ.get("KAFKA_REFERENCE_IMAGE", "apache/kafka:4.1.0")
+
+def _reference_image() -> str:
+    from bench.reference import kafka_version
+
+    return os.environ.get("KAFKA_REFERENCE_IMAGE") or f"apache/kafka:{kafka_version()}"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -167,13 +171,14 @@ def _start_reference(brokers: Brokers) -> None:
     except ImportError:
         brokers.reason = f"{why}; a Docker engine answers but testcontainers is not installed (pip install 'testcontainers[kafka]')"
         return
-    container = KafkaContainer(image=REFERENCE_IMAGE)
+    image = _reference_image()
+    container = KafkaContainer(image=image)
     for key, value in BROKER_OVERRIDES.items():
         container.with_env("KAFKA_" + key.upper().replace(".", "_"), value)
     container.start()
     brokers._stops.append(container.stop)
     bootstrap = container.get_bootstrap_server()
-    brokers.reference = Target(REFERENCE, bootstrap, f"testcontainers {REFERENCE_IMAGE} at {bootstrap}", external=True)
+    brokers.reference = Target(REFERENCE, bootstrap, f"testcontainers {image} at {bootstrap}", external=True)
     check_external_settings(brokers.reference)
 
 

@@ -19,7 +19,7 @@ KNOWN: list[Known] = [
         "segment.bytes=100 is accepted; Kafka 4 requires at least 1048576 (INVALID_CONFIG "
         "'Invalid value 100 for configuration segment.bytes: Value must be at least 1048576')",
         "storage/log_config.py: segment.bytes (and log.segment.bytes) keep Kafka 4.0.0's minimum, 14, on "
-        "purpose: the golden captures of Kafka 4.0.0 (../shared/golden) create topics with 16 KiB segments, and "
+        "purpose: the golden captures of Kafka 4.0.0 (tests/data/kafka-4.0.0) create topics with 16 KiB segments, and "
         "small segments are what test suites use this broker for (Kafka 4.1 moved that to its internal "
         "internal.segment.bytes topic config, which we do not have)",
     ),

@@ -1,7 +1,7 @@
 """Hypothesis strategies for Kafka request frames, good and bad.
 
 - ``golden_frames()``: every request Kafka 4.0.0's clients sent in the golden captures
-  (``shared/golden/*/frames.jsonl``), as captured;
+  (``tests/data/kafka-4.0.0/*/frames.jsonl``), as captured;
 - ``mutated_frames()``: those, mutated: bit flips, overwritten bytes, interesting
   integers written over fields, inserted/deleted/duplicated ranges, truncation, a
   different API key or version, a wrong size prefix;
@@ -35,7 +35,7 @@ from kio.index import load_request_schema
 from kio.serial import entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
-GOLDEN = Path(__file__).resolve().parents[2].parent / "shared" / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "kafka-4.0.0"
 
 # Names the fuzzer uses, so requests hit things that exist (created by the test's setup).
 TOPICS = ["fuzz-a", "fuzz-b", "fuzz-compact"]

@@ -3,7 +3,7 @@
 Every case checks three things: the bad connection gets Kafka's answer (or is
 closed, as Kafka closes it), a second connection opened before keeps working,
 and the server log has exactly one line about the problem. Expected answers
-were checked against Apache Kafka 4.1.0 (``../shared/reference``) and the
+were checked against Apache Kafka 4.1.0 and the
 golden frames of Kafka 4.0.0.
 
 ``RawClient`` and the request helpers here are also used by ``test_crash.py``

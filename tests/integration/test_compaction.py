@@ -41,7 +41,7 @@ from tests.integration.test_bad_input import (
     partition_results,
     produce_request,
 )
-from tests.support import GOLDEN, SHARED, wait_until
+from tests.support import GOLDEN, kafka_bin, wait_until
 
 OVERRIDES = {"log.cleaner.backoff.ms": "200", "log.segment.delete.delay.ms": "200"}
 GOLDEN_CONFIGS = {
@@ -59,7 +59,7 @@ TOMBSTONE_KEYS = [f"ck-{i:03d}" for i in range(0, KEYS, 20)]  # ck-000, ck-020, 
 DELETE_RETENTION_MS = 1000
 INVALID_RECORD = 87
 HORIZON_MASK = 0x40
-DUMP_LOG = SHARED / "reference" / "kafka" / "bin" / "kafka-dump-log.sh"
+DUMP_LOG = kafka_bin("kafka-dump-log.sh")
 _needs_dump_log = pytest.mark.skipif(
     shutil.which("java") is None or not DUMP_LOG.exists(), reason="needs java and the reference kafka-dump-log.sh"
 )

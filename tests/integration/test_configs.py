@@ -1,7 +1,7 @@
 """Topic and broker configs: DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44).
 
 Kafka 4.0.0's answers are the reference: the golden DescribeConfigs/IncrementalAlterConfigs
-frames (``shared/golden/configs``) are replayed against a sidecar started with the recorded
+frames (``tests/data/kafka-4.0.0/configs``) are replayed against a sidecar started with the recorded
 broker's static properties and compared field by field; the cases the recording does not cover
 follow Kafka's ConfigHelper/ConfigAdminManager/ConfigurationControlManager (raw kio requests, so
 the exact codes and messages are checked). Then what users do: kafka-python's, confluent-kafka's
@@ -46,12 +46,12 @@ from tests.integration.test_golden_replay import (
     load_exchanges,
     plain,
 )
-from tests.support import REPO, SHARED, SidecarProcess, wait_until
+from tests.support import REPO, SidecarProcess, kafka_bin, wait_until
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-KAFKA_CONFIGS_SH = SHARED / "reference" / "kafka" / "bin" / "kafka-configs.sh"
+KAFKA_CONFIGS_SH = kafka_bin("kafka-configs.sh")
 NODE = shutil.which("node")
 NODE_DIR = REPO / "tests" / "tools" / "node"
 KAFKAJS_INSTALLED = (NODE_DIR / "node_modules" / "kafkajs" / "package.json").exists()

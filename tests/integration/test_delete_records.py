@@ -1,6 +1,6 @@
 """DeleteRecords (API 21) against kafka-sidecar, with real clients and Kafka's own tool.
 
-Kafka 4.0.0's behaviour is the reference (``shared/golden/delete-records``): the recorded
+Kafka 4.0.0's behaviour is the reference (``tests/data/kafka-4.0.0/delete-records``): the recorded
 sequence is replayed on a topic built the same way, and the tools' outputs must equal the
 recorded ones byte for byte. The seed 001 scenario (43,211 records in segments of 10,000,
 ``kafka-delete-records.sh`` to offset 40,000) runs with Kafka's tool and with
@@ -38,11 +38,10 @@ from tests.integration.retention_helpers import (
     read_checkpoint,
     segment_files,
 )
-from tests.support import GOLDEN, SHARED, sidecar_command, wait_until
+from tests.support import GOLDEN, kafka_bin, sidecar_command, wait_until
 
 GOLDEN_DR = GOLDEN / "delete-records"
-KAFKA_HOME = SHARED / "reference" / "kafka"
-KAFKA_DELETE_RECORDS = KAFKA_HOME / "bin" / "kafka-delete-records.sh"
+KAFKA_DELETE_RECORDS = kafka_bin("kafka-delete-records.sh")
 OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, POLICY_VIOLATION = 1, 3, 44
 # The golden topic `golden-del`: segment.bytes=16384, 40 batches of 5 records of 1000 bytes.
 GOLDEN_SEGMENTS = [0, 15, 30, 45, 60, 75, 90, 105, 120, 135, 150, 165, 180, 195]
@@ -106,7 +105,7 @@ TOOLS = [pytest.param("kafka", id="kafka-delete-records.sh"), pytest.param("side
 
 
 def test_golden_sequence(sidecar_factory, topic_name):
-    """Replay shared/golden/delete-records/steps.json (raw DeleteRecords v2, ListOffsets,
+    """Replay tests/data/kafka-4.0.0/delete-records/steps.json (raw DeleteRecords v2, ListOffsets,
     Fetch v12) on topics built like Kafka's, then let retention run and restart."""
     started = time.monotonic()
     server = sidecar_factory(LATE_RETENTION)

@@ -1,6 +1,6 @@
 """Replay Apache Kafka 4.0.0's golden request frames against kafka-sidecar and compare the answers.
 
-The golden frames (``shared/golden``, see its README.md) are the exact bytes that real clients
+The golden frames (``tests/data/kafka-4.0.0``, see its README.md) are the exact bytes that real clients
 and Kafka 4.0.0 exchanged. For each scenario, a fresh kafka-sidecar is set up like the recorded
 broker (``num.partitions=1``, auto-create on), the recorded request frames are sent again in
 their recorded order, one TCP connection per recorded connection, and both answers (Kafka's and

@@ -37,13 +37,13 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, MemberToRemove, NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from tests.support import REPO, SHARED, SidecarProcess, wait_until
+from tests.support import REPO, SidecarProcess, kafka_bin, wait_until
 
 NODE = shutil.which("node")
 NODE_DIR = REPO / "tests" / "tools" / "node"
 KAFKAJS_INSTALLED = (NODE_DIR / "node_modules" / "kafkajs" / "package.json").exists()
 PY_MEMBER = REPO / "tests" / "tools" / "group_consumer.py"
-KAFKA_CONSUMER_GROUPS = SHARED / "reference" / "kafka" / "bin" / "kafka-consumer-groups.sh"
+KAFKA_CONSUMER_GROUPS = kafka_bin("kafka-consumer-groups.sh")
 JS_MEMBER = NODE_DIR / "group_consumer.js"
 
 GROUP_OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
@@ -351,7 +351,7 @@ def test_admin_client_lists_describes_and_deletes_groups(group_server, topic_nam
 
 @pytest.mark.skipif(
     not KAFKA_CONSUMER_GROUPS.exists() or shutil.which("java") is None,
-    reason="Kafka's kafka-consumer-groups.sh (shared/reference/kafka) or java missing",
+    reason="Kafka's kafka-consumer-groups.sh (the reference distribution: `make reference`) or java missing",
 )
 def test_kafka_consumer_groups_tool_lists_and_describes(group_server, topic_name):
     bootstrap = group_server.bootstrap

@@ -9,7 +9,7 @@
 - a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER (45), a stale epoch INVALID_PRODUCER_EPOCH
   (47); InitProducerId ids are distinct and increase across restarts.
 
-Expected answers were checked against Apache Kafka 4.1.0 (``../shared/reference``).
+Expected answers were checked against Apache Kafka 4.1.0.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from tests.integration.test_python_clients import (
     fresh_base_ts,
     make_records,
 )
-from tests.support import SHARED, SidecarProcess
+from tests.support import SidecarProcess, kafka_bin
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
@@ -57,7 +57,7 @@ PRODUCE = 0
 PARTITIONS = 3
 N = 3000
 DEADLINE_S = 20.0
-DUMP_LOG = SHARED / "reference" / "kafka" / "bin" / "kafka-dump-log.sh"
+DUMP_LOG = kafka_bin("kafka-dump-log.sh")
 
 
 # --------------------------------------------------------------------------- raw helpers

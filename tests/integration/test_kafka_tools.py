@@ -10,7 +10,7 @@ Without Java or the Kafka distribution these tests skip, saying why (the tools a
 distribution's); where they are present (CI here) nothing skips.
 
 The perf tools run on one broker after the other (their figures go to
-``bench/results/tools.json``); the requests the tools needed from us (CreatePartitions,
+``.cache/bench/tools.json``); the requests the tools needed from us (CreatePartitions,
 DescribeTopicPartitions, DescribeCluster, DescribeLogDirs) are also sent raw to both brokers,
 edge cases included, and the answers compared field by field.
 
@@ -65,7 +65,7 @@ FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss1m -Djava.awt.headless=
 # Kafka's default KAFKA_JVM_PERFORMANCE_OPTS (kafka-run-class.sh), for the perf tools.
 KAFKA_JVM = ("-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 "
              "-XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true")
-TOOLS_JSON = REPO / "bench" / "results" / "tools.json"
+TOOLS_JSON = REPO / ".cache" / "bench" / "tools.json"  # ignored: a test run changes no tracked file
 PERF_RECORDS, PERF_RECORD_SIZE = 100_000, 100
 BIG_RECORDS = 100_000
 BASE_TS = RECENT_TS  # not older than retention.ms: both brokers live for the whole module
@@ -851,7 +851,7 @@ _HIGHER_BETTER = {"records_per_sec": True, "mb_per_sec": True, "avg_latency_ms":
 
 def test_perf_tools(brokers: Brokers) -> None:
     """kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh complete on both brokers; their
-    figures (one broker after the other, not at once) go to bench/results/tools.json as ratios.
+    figures (one broker after the other, not at once) go to .cache/bench/tools.json as ratios.
     Last in the module: by then both brokers have taken the 100,000-record load (a warm-up)."""
     topic = "tools-perf"
     ours = _perf(brokers.ours, topic)

@@ -13,7 +13,7 @@
 - Tools: ``topics``, ``groups``, ``dump-log`` against our server and, over the wire, against
   the reference Apache Kafka (``bench/reference.py``; skipped when Java or the distribution is
   missing), with Kafka's own tools' output as the reference where they overlap; ``dump-log``
-  on Apache Kafka's files (shared/golden) and ``--verify``.
+  on Apache Kafka's files (tests/data/kafka-4.0.0) and ``--verify``.
 
 Every wait is bounded; everything listens on loopback only.
 """
@@ -41,10 +41,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import GOLDEN, SHARED, sidecar_command, wait_until
+from tests.support import GOLDEN, kafka_bin, sidecar_command, wait_until
 
 RUN_TIMEOUT = 30.0
-KAFKA_BIN = SHARED / "reference" / "kafka" / "bin"
+KAFKA_BIN = kafka_bin("kafka-dump-log.sh").parent
 LOGDIR = GOLDEN / "kafka-4.0.0-logdir"
 DUMPS = GOLDEN / "dump-log"
 _ADDR = re.compile(r"(\[[^\]]+\]|[\w.-]+):(\d+)(?: \[(\w+)\])?")
@@ -781,7 +781,7 @@ def _dump(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("base", ["00000000000000000000", "00000000000000000158", "00000000000000000267"])
 def test_dump_log_matches_kafka_on_kafkas_files(base):
-    """Apache Kafka 4.0's own files (shared/golden): our output equals kafka-dump-log.sh's."""
+    """Apache Kafka 4.0's own files (tests/data/kafka-4.0.0): our output equals kafka-dump-log.sh's."""
     part = LOGDIR / "golden-0"
     cases = {
         f"{base}.log.batches.txt": ["--files", f"{base}.log"],

@@ -31,11 +31,11 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from kafka_sidecar.protocol.messages import decode_response, encode_request
 
-from tests.support import SHARED, SidecarProcess, sidecar_command, wait_until
+from tests.support import SidecarProcess, kafka_bin, sidecar_command, wait_until
 
 trustme = pytest.importorskip("trustme")
 
-KAFKA_BIN = SHARED / "reference" / "kafka" / "bin"
+KAFKA_BIN = kafka_bin("kafka-configs.sh").parent
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 JAAS = (f'{PLAIN_MODULE} required username="admin" password="admin-secret" user_admin="admin-secret" '

@@ -14,7 +14,7 @@ ProducerStateManager directly:
   with their segments (retention) and above the log end (truncation);
 - Kafka's ``kafka-dump-log.sh`` decodes a snapshot we wrote.
 
-Expected answers were checked against Apache Kafka 4.1.0 (``../shared/reference``) where
+Expected answers were checked against Apache Kafka 4.1.0 where
 they are visible on the wire.
 """
 
@@ -43,11 +43,11 @@ from kafka_sidecar.storage.producer_state import (
     list_snapshots,
 )
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-GOLDEN = SHARED / "golden"
+from tests.support import GOLDEN, kafka_bin
+
 GOLDEN_0 = GOLDEN / "kafka-4.0.0-logdir" / "golden-0"
 DUMP_LOG_DIR = GOLDEN / "dump-log"
-DUMP_LOG = SHARED / "reference" / "kafka" / "bin" / "kafka-dump-log.sh"
+DUMP_LOG = kafka_bin("kafka-dump-log.sh")
 
 GOLDEN_CONFIG = {"segment.bytes": 1048576, "message.timestamp.type": "CreateTime", "retention.ms": -1}
 GOLDEN_SEGMENTS = (0, 158, 267)

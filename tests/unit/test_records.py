@@ -45,8 +45,10 @@ from kafka_sidecar.protocol.records import (
     iter_batches,
 )
 
+from tests.support import GOLDEN
+
 ALL_CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
-GOLDEN = Path(__file__).resolve().parents[2].parent / "shared" / "golden"
+
 LOGDIR = GOLDEN / "kafka-4.0.0-logdir"
 
 

@@ -831,7 +831,7 @@ def test_checkpoint_write_format_and_round_trip(tmp_path):
 
 
 def test_checkpoint_reads_kafka_written_files():
-    logdir = Path(__file__).resolve().parents[2].parent / "shared" / "golden" / "kafka-4.0.0-logdir"
+    logdir = Path(__file__).resolve().parents[1] / "data" / "kafka-4.0.0" / "kafka-4.0.0-logdir"
     if not logdir.is_dir():
         pytest.skip(f"golden data not present at {logdir}")
     rp = checkpoint.read_offsets(logdir / "recovery-point-offset-checkpoint")
