@@ -51,6 +51,7 @@ from kafka_sidecar.storage.log_config import (
 from kafka_sidecar.storage.log_manager import InvalidTopicError, validate_topic_name
 
 from ..broker_config_defs import BROKER_CONFIG_DEFS
+from ..groups.javaorder import JavaHashMap
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import (
     CLUSTER_AUTHORIZATION_FAILED,
@@ -170,10 +171,12 @@ def broker_config_synonyms(name: str, match_listener_override: bool = True) -> l
     return [name]
 
 
-def _scala_set(names: Iterable[str]) -> str:
-    """How Kafka's error messages print a Scala Set of names."""
-    items = list(dict.fromkeys(names))
-    return f"{'Set' if len(items) <= 4 else 'HashSet'}({', '.join(items)})"
+def _java_set(names: Iterable[str]) -> str:
+    """How Kafka's (4.3, Java) DynamicBrokerConfig messages print a set of names: a java.util.HashSet."""
+    order = JavaHashMap()
+    for name in names:
+        order[name] = None
+    return f"[{', '.join(order.keys())}]"
 
 
 def _java_split(value: str) -> list[str]:
@@ -497,10 +500,10 @@ def _validate_broker_configs(broker: Broker, props: Mapping[str, str], per_broke
     """DynamicBrokerConfig.validate: what may change dynamically, at which level, with valid values."""
     non_dynamic = [k for k in props if k in BROKER_CONFIG_KEYS and not BROKER_CONFIG_KEYS[k].dynamic]
     if non_dynamic:
-        raise ApiError(errors.INVALID_REQUEST, f"Cannot update these configs dynamically: {_scala_set(non_dynamic)}")
+        raise ApiError(errors.INVALID_REQUEST, f"Cannot update these configs dynamically: {_java_set(non_dynamic)}")
     security = [k for k in props if k in _DYNAMIC_SECURITY_CONFIGS]
     if security:
-        raise ApiError(errors.INVALID_REQUEST, "These security configs can be dynamically updated only per-listener using the listener prefix: " + _scala_set(security))
+        raise ApiError(errors.INVALID_REQUEST, "These security configs can be dynamically updated only per-listener using the listener prefix: " + _java_set(security))
     for k, v in props.items():
         m = _LISTENER_CONFIG.fullmatch(k)
         key = BROKER_CONFIG_KEYS.get(m.group(1) if m else k)
@@ -515,11 +518,11 @@ def _validate_broker_configs(broker: Broker, props: Mapping[str, str], per_broke
             if k in _PER_BROKER_CONFIGS or ((m := _LISTENER_CONFIG.fullmatch(k)) and m.group(1) not in _CLUSTER_LEVEL_LISTENER_CONFIGS)
         ]
         if only_per_broker:
-            raise ApiError(errors.INVALID_REQUEST, f"Cannot update these configs at default cluster level, broker id must be specified: {_scala_set(only_per_broker)}")
+            raise ApiError(errors.INVALID_REQUEST, f"Cannot update these configs at default cluster level, broker id must be specified: {_java_set(only_per_broker)}")
     # What kafka-sidecar cannot do while running: its listener is fixed by --listen.
     listener = [k for k in props if k in _LISTENER_CONFIGS or k.startswith("listener.name.")]
     if listener:
-        raise ApiError(errors.INVALID_REQUEST, f"kafka-sidecar cannot change these configs dynamically: {_scala_set(listener)}")
+        raise ApiError(errors.INVALID_REQUEST, f"kafka-sidecar cannot change these configs dynamically: {_java_set(listener)}")
     # DynamicThreadPool.validateReconfiguration (reported by Kafka as an invalid dynamic configuration).
     current = layers.current_props()
     for k in _THREAD_POOL_CONFIGS:

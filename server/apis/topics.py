@@ -145,7 +145,7 @@ def _create_one(broker: Broker, t: Any, validate_only: bool, describable: bool =
         if rf > 1:
             return fail(
                 errors.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only 1 broker(s) are registered.",
+                f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only 1 broker(s) are registered or some brokers have all their log directories cordoned.",
             )
     if describable:
         config = LogConfig(lm.broker_log_defaults, configs)

@@ -369,10 +369,10 @@ def test_broker_dynamic_defaults_apply_to_topics_without_overrides(sidecar_facto
         assert [api.incremental(case)[0] for case in cases] == [
             (42, "Unexpected broker id, expected 1, but received 2"),
             (42, "Node id must be an integer, but it is: abc"),
-            (42, "Cannot update these configs dynamically: Set(num.partitions, log.retention.hours)"),
+            (42, "Cannot update these configs dynamically: [log.retention.hours, num.partitions]"),
             (42, "Invalid value abc for configuration log.retention.ms: Not a number of type LONG"),
-            (42, "These security configs can be dynamically updated only per-listener using the listener prefix: Set(ssl.keystore.password)"),
-            (42, "Cannot update these configs at default cluster level, broker id must be specified: Set(sasl.enabled.mechanisms)"),
+            (42, "These security configs can be dynamically updated only per-listener using the listener prefix: [ssl.keystore.password]"),
+            (42, "Cannot update these configs at default cluster level, broker id must be specified: [sasl.enabled.mechanisms]"),
             (40, "Config value append is not allowed for config key: log.retention.ms"),
             (42, "Invalid value 10 for configuration log.segment.bytes: Value must be at least 14"),
         ]

@@ -1,4 +1,4 @@
-"""Kafka's own tools and Java clients against kafka-sidecar, compared with Apache Kafka 4.1.0.
+"""Kafka's own tools and Java clients against kafka-sidecar, compared with the reference Apache Kafka (4.3.1).
 
 Every tool of issue 11 runs, unchanged, as a subprocess (``bin/*.sh`` of the reference
 distribution, ``KAFKA_HEAP_OPTS=-Xmx256m``, ``LOG_DIR`` in a temp dir, a timeout each) against
@@ -46,7 +46,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_sidecar.server.client import _BrokerConnection, parse_bootstrap
 from kafka_sidecar.server.dispatch import SUPPORTED_APIS
 
-from bench.reference import ReferenceKafka, find_kafka_home, unavailable_reason
+from bench.reference import ReferenceKafka, find_kafka_home, kafka_version, unavailable_reason
 from tests.support import RECENT_TS, REPO, SidecarProcess
 
 # Broker settings of the reference launcher that our server knows too, so both brokers run with
@@ -422,7 +422,16 @@ def test_configs(brokers: Brokers) -> None:
     assert ours[9].stdout == "Dynamic configs for broker 1 are:\n"
 
 
-CONSUMER_PRINT = ["--property", "print.key=true", "--property", "print.timestamp=true", "--property", "print.headers=true"]
+# What Kafka 4.3's consumer prints on stderr when a group uses the classic protocol (a client-side
+# notice, whatever the broker).
+KIP_848_NOTICE = "The consumer rebalance protocol (KIP-848) is production-ready!"
+
+
+def _without_notice(stderr: str) -> str:
+    return "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith(KIP_848_NOTICE))
+
+
+CONSUMER_PRINT = ["--formatter-property", "print.key=true", "--formatter-property", "print.timestamp=true", "--formatter-property", "print.headers=true"]
 
 
 def test_console_producer_and_consumer(brokers: Brokers) -> None:
@@ -431,10 +440,10 @@ def test_console_producer_and_consumer(brokers: Brokers) -> None:
     def scenario(t: Target) -> list[Run]:
         create_topic(t, topic)
         runs = [
-            t.tool("kafka-console-producer.sh", "--topic", topic, "--property", "parse.key=true", "--property", "key.separator=:",
+            t.tool("kafka-console-producer.sh", "--topic", topic, "--reader-property", "parse.key=true", "--reader-property", "key.separator=:",
                    input="k1:v1\nk2:value:with:colons\n:empty-key\n"),
-            t.tool("kafka-console-producer.sh", "--topic", topic, "--property", "parse.key=true", "--property", "key.separator=:",
-                   "--property", "parse.headers=true", input="h1:a,h2:b\tk4:v4\n"),
+            t.tool("kafka-console-producer.sh", "--topic", topic, "--reader-property", "parse.key=true", "--reader-property", "key.separator=:",
+                   "--reader-property", "parse.headers=true", input="h1:a,h2:b\tk4:v4\n"),
             t.tool("kafka-console-consumer.sh", "--topic", topic, "--from-beginning", "--group", group, "--max-messages", "4",
                    "--timeout-ms", "30000", *CONSUMER_PRINT),
             t.tool("kafka-consumer-groups.sh", "--describe", "--group", group),
@@ -448,7 +457,7 @@ def test_console_producer_and_consumer(brokers: Brokers) -> None:
         "CreateTime:<ts>\tNO_HEADERS\t\tempty-key\n"
         "CreateTime:<ts>\th1:a,h2:b\tk4\tv4\n"
     )
-    assert ours[2].stderr == "Processed a total of 4 messages\n"
+    assert _without_notice(ours[2].stderr) == "Processed a total of 4 messages\n"
 
 
 def _group_rows(text: str) -> list[list[str]]:
@@ -576,8 +585,8 @@ def hundred_k(brokers: Brokers) -> dict[str, Run]:
 
     def produce(t: Target) -> Run:
         create_topic(t, BIG_TOPIC, 1, {"segment.bytes": "1048576"})
-        return t.tool("kafka-console-producer.sh", "--topic", BIG_TOPIC, "--property", "parse.key=true",
-                      "--property", "key.separator=:", input=lines, timeout=120)
+        return t.tool("kafka-console-producer.sh", "--topic", BIG_TOPIC, "--reader-property", "parse.key=true",
+                      "--reader-property", "key.separator=:", input=lines, timeout=120)
 
     ours, ref = brokers.both(produce)
     return {"ours": ours, "reference": ref}
@@ -586,8 +595,8 @@ def hundred_k(brokers: Brokers) -> dict[str, Run]:
 def test_java_clients_100k_exact_offsets(brokers: Brokers, hundred_k: dict[str, Run]) -> None:
     def scenario(t: Target) -> list[Run]:
         consumed = t.tool("kafka-console-consumer.sh", "--topic", BIG_TOPIC, "--from-beginning", "--group", BIG_GROUP,
-                          "--max-messages", str(BIG_RECORDS), "--timeout-ms", "60000", "--property", "print.partition=true",
-                          "--property", "print.offset=true", "--property", "print.key=true", timeout=120)
+                          "--max-messages", str(BIG_RECORDS), "--timeout-ms", "60000", "--formatter-property", "print.partition=true",
+                          "--formatter-property", "print.offset=true", "--formatter-property", "print.key=true", timeout=120)
         return [
             consumed,
             t.tool("kafka-get-offsets.sh", "--topic", BIG_TOPIC),
@@ -599,7 +608,7 @@ def test_java_clients_100k_exact_offsets(brokers: Brokers, hundred_k: dict[str, 
     assert len(lines) == BIG_RECORDS
     bad = [(i, line) for i, line in enumerate(lines) if line != f"Partition:0\tOffset:{i}\tk{i}\tv{i}"]
     assert not bad, bad[:5]
-    assert ours[0].stderr == f"Processed a total of {BIG_RECORDS} messages\n"
+    assert _without_notice(ours[0].stderr) == f"Processed a total of {BIG_RECORDS} messages\n"
     assert ours[1].stdout == f"{BIG_TOPIC}:0:{BIG_RECORDS}\n"
     assert _group_rows(ours[2].stdout) == [[BIG_GROUP, BIG_TOPIC, "0", str(BIG_RECORDS), str(BIG_RECORDS), "0", "-", "-", "-"]]
 
@@ -642,7 +651,20 @@ def test_dump_log_reads_our_segments(brokers: Brokers, hundred_k: dict[str, Run]
     for out in (verify.stdout, ref_verify.stdout):
         assert "Mismatches" not in out and "not found" not in out, out[-2000:]
     assert verify.stdout.count("Dumping ") == 2 * (n - 1)
-    assert dump.stderr == verify.stderr == ""
+    assert verify.stderr == ""
+    assert _real_gaps(dump.stderr) == [] and _real_gaps(ref_dump.stderr) == []
+
+
+_GAP = re.compile(r"Non-consecutive offsets in (\S+)\n  (-?\d+) is followed by (\d+)\n")
+
+
+def _real_gaps(stderr: str) -> list[str]:
+    """kafka-dump-log.sh's offset-gap reports, without the one Kafka 4.3's tool prints for every
+    segment that does not start at offset 0 ("-1 is followed by <its base offset>")."""
+    quirk = [m.group(0) for m in _GAP.finditer(stderr) if m.group(2) == "-1" and int(Path(m.group(1)).stem) == int(m.group(3))]
+    for text in quirk:
+        stderr = stderr.replace(text, "", 1)
+    return [line for line in stderr.splitlines() if line.strip()]
 
 
 # ---- the APIs the tools needed, request by request against both brokers ---------------------
@@ -862,7 +884,7 @@ def test_perf_tools(brokers: Brokers) -> None:
         "load": {"records": PERF_RECORDS, "record_size": PERF_RECORD_SIZE, "partitions": 1,
                  "producer": "kafka-producer-perf-test.sh --throughput -1 (defaults: acks=all, idempotent)",
                  "consumer": "kafka-consumer-perf-test.sh --messages 100000",
-                 "tool_jvm": "KAFKA_HEAP_OPTS=-Xmx256m, Kafka's default JIT and GC", "reference": "Apache Kafka 4.1.0, -Xmx512m"},
+                 "tool_jvm": "KAFKA_HEAP_OPTS=-Xmx256m, Kafka's default JIT and GC", "reference": f"Apache Kafka {kafka_version()}, -Xmx512m"},
         "note": "ratio = ours / reference; 'better' says which direction is better",
     }
     for tool in ("producer", "consumer"):
