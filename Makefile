@@ -57,7 +57,7 @@ test-fast: dev
 lint: dev
 	$(VENV)/bin/ruff check .
 
-bench: dev
+bench: dev reference-if-needed
 	$(PY) -m bench.run
 
 # The conformance suite (tests/conformance, also part of `make test`): each scenario against
