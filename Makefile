@@ -11,11 +11,11 @@ LISTEN ?= localhost:9092
 .PHONY: run install dev tools reference reference-if-needed test test-fast lint bench conformance conformance-compose crash-test fuzz soak clean
 
 # The reference Apache Kafka (broker, tools, Streams, Connect) that tests and benchmarks compare
-# with, assembled from Maven Central into .cache/kafka-$(KAFKA_REFERENCE_VERSION) (needs Java 17+;
+# with, assembled from Maven Central into .cache/kafka-$(REFERENCE_KAFKA_VERSION) (needs Java 17+;
 # Maven is installed from Debian when missing). KAFKA_HOME or KAFKA_REFERENCE_BOOTSTRAP use
-# another one instead.
-KAFKA_REFERENCE_VERSION ?= $(shell cat tests/reference/kafka-version)
-export KAFKA_REFERENCE_VERSION
+# another one instead. (Not a KAFKA_* name: the server reads KAFKA_* variables as configs.)
+REFERENCE_KAFKA_VERSION ?= $(shell cat tests/reference/kafka-version)
+export REFERENCE_KAFKA_VERSION
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -42,7 +42,7 @@ tools:
 
 reference:
 	./tests/reference/install-maven.sh
-	./tests/reference/assemble.sh $(KAFKA_REFERENCE_VERSION)
+	./tests/reference/assemble.sh $(REFERENCE_KAFKA_VERSION)
 
 # `make test` assembles the reference unless one is configured.
 reference-if-needed:

@@ -14,7 +14,7 @@ standard library (no client library, nothing from ``bench``), so tests can reuse
 
 Where the distribution is found, in order: ``KAFKA_HOME``; the one ``make reference`` assembles
 from Maven Central (``tests/reference/assemble.sh``) in ``<repo>/.cache/kafka-<version>``, the
-version being ``KAFKA_REFERENCE_VERSION`` or ``tests/reference/kafka-version``. Java:
+version being ``REFERENCE_KAFKA_VERSION`` or ``tests/reference/kafka-version``. Java:
 ``$JAVA_HOME/bin/java``, else ``java`` on PATH.
 
 Start-up: a config with ``process.roles=broker,controller``,
@@ -68,8 +68,8 @@ class ReferenceUnavailable(RuntimeError):
 
 
 def kafka_version(repo_root: Path | None = None) -> str:
-    """The reference version: ``KAFKA_REFERENCE_VERSION``, else ``tests/reference/kafka-version``."""
-    env = os.environ.get("KAFKA_REFERENCE_VERSION", "").strip()
+    """The reference version: ``REFERENCE_KAFKA_VERSION``, else ``tests/reference/kafka-version``."""
+    env = os.environ.get("REFERENCE_KAFKA_VERSION", "").strip()
     if env:
         return env
     return (Path(repo_root or REPO_ROOT) / "tests" / "reference" / "kafka-version").read_text().strip()
