@@ -1,8 +1,9 @@
 """``kafka-sidecar`` command line: ``serve``, ``config --show`` and the tools.
 
 Subcommands: ``serve`` (the broker), ``config --show`` (effective config and where each value
-came from), ``topics``, ``groups``, ``delete-records`` (over the wire, so they work against any
-Kafka broker) and ``dump-log`` (offline, Kafka's segment/index/snapshot files).
+came from), ``produce``, ``consume``, ``topics``, ``groups``, ``delete-records`` (over the wire,
+so they work against any Kafka broker) and ``dump-log`` (offline, Kafka's segment/index/snapshot
+files). ``COMMANDS`` holds each one's summary and example.
 
 Errors the user can fix (bad flags, bad config values, an unusable data dir or listener)
 print one line and exit with status 2, never a traceback.
@@ -42,6 +43,44 @@ class _ArgumentParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def version() -> str:
+    """The installed distribution's version (the source tree's when run uninstalled)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("kafka-sidecar")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+# One line each (the command list) and an example (each command's --help).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("run the broker",
+              "kafka-sidecar serve --data-dir ./data --listen 127.0.0.1:9092 --override num.partitions=3"),
+    "produce": ("send records from stdin or arguments to a topic (like kcat -P)",
+                "printf 'k1:hello\\nk2:world\\n' | kafka-sidecar produce -b 127.0.0.1:9092 -t events -K :"),
+    "consume": ("print records of a topic (like kcat -C)",
+                "kafka-sidecar consume -b 127.0.0.1:9092 -t events --from-beginning -c 10 --json"),
+    "config": ("print the effective broker config and where each value came from",
+               "kafka-sidecar config --show --override log.retention.hours=1 --only-set"),
+    "topics": ("list, describe, create, delete topics and alter their configs (as kafka-topics.sh)",
+               "kafka-sidecar topics --bootstrap-server 127.0.0.1:9092 --create --topic events --partitions 3"),
+    "groups": ("list and describe consumer groups, reset their offsets (as kafka-consumer-groups.sh)",
+               "kafka-sidecar groups --bootstrap-server 127.0.0.1:9092 --describe --group billing"),
+    "delete-records": ("delete records below offsets (as kafka-delete-records.sh)",
+                       "kafka-sidecar delete-records --bootstrap-server 127.0.0.1:9092 --offset-json-file offsets.json"),
+    "dump-log": ("decode log segments, indexes and snapshots offline (as kafka-dump-log.sh), --verify them",
+                 "kafka-sidecar dump-log --deep-iteration --print-data-log --files data/events-0/00000000000000000000.log"),
+}
+
+
+def _command(sub: argparse._SubParsersAction, name: str) -> argparse.ArgumentParser:
+    summary, example = COMMANDS[name]
+    return sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
+                          epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def parse_listen(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
@@ -65,11 +104,15 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .tools import config_show, dump_log, groups, topics
+    from .tools import config_show, console, dump_log, groups, topics
 
-    parser = _ArgumentParser(prog="kafka-sidecar", description="A Kafka-protocol-compatible storage sidecar.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
-    serve = sub.add_parser("serve", help="run the broker")
+    parser = _ArgumentParser(
+        prog="kafka-sidecar", description="A Kafka-protocol-compatible storage sidecar.",
+        epilog="Run 'kafka-sidecar COMMAND --help' for a command's options and an example.",
+    )
+    parser.add_argument("--version", action="version", version=f"kafka-sidecar {version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser)
+    serve = _command(sub, "serve")
     _add_config_args(serve)
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     serve.add_argument("--log-format", default="plain", choices=LOG_FORMATS, help="plain lines (default) or JSON lines")
@@ -77,20 +120,24 @@ def build_parser() -> argparse.ArgumentParser:
                        help="serve Prometheus /metrics, /healthz and /readyz on this port (0 picks a free one; printed)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address of the metrics endpoint (default 127.0.0.1)")
 
-    cfg = sub.add_parser("config", help="print the effective broker config and where each value came from")
+    console.add_produce_arguments(_command(sub, "produce"))
+    console.add_consume_arguments(_command(sub, "consume"))
+
+    cfg = _command(sub, "config")
     cfg.add_argument("--show", action="store_true", required=True, help="print the effective config")
     _add_config_args(cfg)
     config_show.add_arguments(cfg)
 
-    dr = sub.add_parser("delete-records", help="delete records below offsets (as kafka-delete-records.sh)")
+    dr = _command(sub, "delete-records")
     dr.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
     dr.add_argument("--offset-json-file", required=True, type=Path, metavar="FILE",
                     help='{"partitions":[{"topic":"test","partition":0,"offset":40000}],"version":1}')
-    dr.add_argument("--command-config", type=Path, default=None, help="accepted for compatibility; ignored")
+    dr.add_argument("--command-config", type=Path, default=None, metavar="FILE",
+                    help="client properties (security.protocol, ssl.*, sasl.*), as Kafka's tools take them")
 
-    topics.add_arguments(sub.add_parser("topics", help="list, describe, create, delete topics and alter their configs (as kafka-topics.sh)"))
-    groups.add_arguments(sub.add_parser("groups", help="list and describe consumer groups, reset their offsets (as kafka-consumer-groups.sh)"))
-    dump_log.add_arguments(sub.add_parser("dump-log", help="decode log segments, indexes and snapshots offline (as kafka-dump-log.sh), --verify them"))
+    topics.add_arguments(_command(sub, "topics"))
+    groups.add_arguments(_command(sub, "groups"))
+    dump_log.add_arguments(_command(sub, "dump-log"))
     return parser
 
 
@@ -178,6 +225,7 @@ async def _serve(args: argparse.Namespace) -> int:
 
 def _delete_records(args: argparse.Namespace) -> int:
     from .client import KafkaClientError
+    from .tools.command_config import command_config
     from .tools.delete_records import OffsetFileError, delete_records, read_offset_json
 
     try:
@@ -186,7 +234,7 @@ def _delete_records(args: argparse.Namespace) -> int:
         sys.stderr.write(f"kafka-sidecar: error: {e}\n")
         return 2
     try:
-        return delete_records(args.bootstrap_server, entries)
+        return delete_records(args.bootstrap_server, entries, command_config=command_config(args))
     except (OSError, KafkaClientError) as e:
         sys.stderr.write(f"kafka-sidecar: error: cannot talk to {args.bootstrap_server}: {e}\n")
         return 1
@@ -202,7 +250,11 @@ def _check_bootstrap(value: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # bare `kafka-sidecar`: what it can do
+        parser.print_help()
+        return 0
     setup_logging(getattr(args, "log_level", "WARNING"), getattr(args, "log_format", "plain"))
     try:
         if getattr(args, "bootstrap_server", None) is not None:
@@ -220,6 +272,15 @@ def main(argv: list[str] | None = None) -> int:
             return config_show.show(config, args)
         if args.command == "delete-records":
             return _delete_records(args)
+        if args.command in ("produce", "consume"):
+            from .client import KafkaClientError
+            from .tools import console
+
+            try:
+                return console.produce(args) if args.command == "produce" else console.consume(args)
+            except (OSError, KafkaClientError) as e:
+                sys.stderr.write(f"kafka-sidecar: error: cannot talk to {args.bootstrap_server}: {e}\n")
+                return 1
         if args.command in ("topics", "groups"):
             from .client import KafkaClientError
             from .tools import groups, topics

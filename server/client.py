@@ -1,18 +1,29 @@
 """A small blocking Kafka client for our command-line tools (works against any Kafka broker).
 
 It bootstraps from one address, learns the brokers from Metadata and sends each
-request to the node asked for, negotiating versions with ApiVersions.
+request to the node asked for, negotiating versions with ApiVersions. With a tool's
+``--command-config`` (``tools.command_config.ClientSecurity``) every connection is TLS
+and/or authenticates with SASL PLAIN or SCRAM (SaslHandshake v1, SaslAuthenticate), as
+Kafka's clients do.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import os
 import socket
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol.messages import decode_response, encode_request
 
+if TYPE_CHECKING:
+    from .tools.command_config import ClientSecurity
+
 API_VERSIONS = 18
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 
 class KafkaClientError(Exception):
@@ -20,8 +31,14 @@ class KafkaClientError(Exception):
 
 
 class _BrokerConnection:
-    def __init__(self, host: str, port: int, client_id: str, timeout: float) -> None:
+    def __init__(self, host: str, port: int, client_id: str, timeout: float, security: ClientSecurity | None = None) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
+        if security is not None and security.ssl_context is not None:
+            try:
+                self.sock = security.ssl_context.wrap_socket(self.sock, server_hostname=host)
+            except OSError:
+                self.sock.close()
+                raise
         self.client_id = client_id
         self.correlation_id = 0
         self.versions: dict[int, tuple[int, int]] = {}
@@ -29,6 +46,44 @@ class _BrokerConnection:
         if body.error_code.value != 0:
             _, body = self._send(API_VERSIONS, 0, {})
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+        if security is not None and security.sasl:
+            self._authenticate(security)
+
+    def _authenticate(self, security: ClientSecurity) -> None:
+        """SaslHandshake v1 then SaslAuthenticate rounds (PLAIN: one; SCRAM: two, RFC 5802)."""
+        mechanism = str(security.mechanism)
+        _, body = self._send(SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+        if body.error_code.value:
+            raise KafkaClientError(f"the broker does not enable SASL mechanism {mechanism} "
+                                   f"(enabled: {', '.join(body.mechanisms) or 'none'})")
+        user, password = str(security.username), str(security.password)
+        if mechanism == "PLAIN":
+            self._sasl_round(f"\0{user}\0{password}".encode())
+            return
+        h = "sha256" if mechanism == "SCRAM-SHA-256" else "sha512"
+        nonce = base64.b64encode(os.urandom(24)).decode()
+        first_bare = f"n={user.replace('=', '=3D').replace(',', '=2C')},r={nonce}"
+        server_first = self._sasl_round(f"n,,{first_bare}".encode()).decode()
+        fields = dict(item.split("=", 1) for item in server_first.split(","))
+        if not fields.get("r", "").startswith(nonce):
+            raise KafkaClientError("SCRAM: the server's nonce does not extend ours")
+        salted = hashlib.pbkdf2_hmac(h, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
+        client_key = hmac.new(salted, b"Client Key", h).digest()
+        final_bare = f"c=biws,r={fields['r']}"
+        auth_message = f"{first_bare},{server_first},{final_bare}".encode()
+        signature = hmac.new(hashlib.new(h, client_key).digest(), auth_message, h).digest()
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_final = self._sasl_round(f"{final_bare},p={base64.b64encode(proof).decode()}".encode()).decode()
+        expected = hmac.new(hmac.new(salted, b"Server Key", h).digest(), auth_message, h).digest()
+        if server_final != "v=" + base64.b64encode(expected).decode():
+            raise KafkaClientError("SCRAM: the server's signature is wrong")
+
+    def _sasl_round(self, token: bytes) -> bytes:
+        lo, hi = self.versions.get(SASL_AUTHENTICATE, (0, 1))
+        _, body = self._send(SASL_AUTHENTICATE, min(hi, 2), {"auth_bytes": token})
+        if body.error_code.value:
+            raise KafkaClientError(f"org.apache.kafka.common.errors.SaslAuthenticationException: {body.error_message}")
+        return bytes(body.auth_bytes)
 
     def _recv_exact(self, n: int) -> bytes:
         buf = bytearray()
@@ -67,10 +122,17 @@ def parse_bootstrap(value: str) -> tuple[str, int]:
 
 
 class KafkaClient:
-    def __init__(self, bootstrap: str, client_id: str = "kafka-sidecar-tool", timeout: float = 30.0) -> None:
-        self.client_id = client_id
-        self.timeout = timeout
-        self.bootstrap = _BrokerConnection(*parse_bootstrap(bootstrap), client_id, timeout)
+    def __init__(self, bootstrap: str, client_id: str = "kafka-sidecar-tool", timeout: float = 30.0,
+                 command_config: dict[str, str] | None = None) -> None:
+        """``command_config``: Kafka client properties (a tool's --command-config): TLS, SASL,
+        ``client.id``, ``request.timeout.ms``."""
+        from .tools.command_config import client_security
+
+        props = command_config or {}
+        self.client_id = props.get("client.id") or client_id
+        self.timeout = int(props["request.timeout.ms"]) / 1000 if props.get("request.timeout.ms") else timeout
+        self.security = client_security(props) if props else None
+        self.bootstrap = _BrokerConnection(*parse_bootstrap(bootstrap), self.client_id, self.timeout, self.security)
         self._nodes: dict[int, tuple[str, int]] = {}
         self._connections: dict[int, _BrokerConnection] = {}
 
@@ -88,7 +150,7 @@ class KafkaClient:
         conn = self._connections.get(node_id)
         if conn is None:
             host, port = self._nodes[node_id]
-            conn = _BrokerConnection(host, port, self.client_id, self.timeout)
+            conn = _BrokerConnection(host, port, self.client_id, self.timeout, self.security)
             self._connections[node_id] = conn
         return conn
 

@@ -58,11 +58,13 @@ class TopicMeta:
 class Broker:
     """A connection to a cluster through one bootstrap address (blocking, not thread-safe)."""
 
-    def __init__(self, bootstrap: str, client_id: str = "kafka-sidecar-spark", timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, client_id: str = "kafka-sidecar-spark", timeout: float = 30.0,
+                 command_config: dict[str, str] | None = None) -> None:
         self.bootstrap_servers = bootstrap
         self.client_id = client_id
         self.timeout = timeout
-        self.client = KafkaClient(bootstrap, client_id=client_id, timeout=timeout)
+        self.command_config = command_config
+        self.client = KafkaClient(bootstrap, client_id=client_id, timeout=timeout, command_config=command_config)
         self.topics: dict[str, TopicMeta] = {}
 
     def close(self) -> None:
@@ -74,7 +76,8 @@ class Broker:
     def reconnect(self) -> None:
         """Drop every connection and bootstrap again (after a connection was lost)."""
         self.close()
-        self.client = KafkaClient(self.bootstrap_servers, client_id=self.client_id, timeout=self.timeout)
+        self.client = KafkaClient(self.bootstrap_servers, client_id=self.client_id, timeout=self.timeout,
+                                  command_config=self.command_config)
         self.metadata(sorted(self.topics))
 
     def __enter__(self) -> Broker:

@@ -408,3 +408,18 @@ def ssl_principal(ssl_object: ssl.SSLObject | None, mapper: PrincipalMapper) -> 
 
 
 SslPrincipal = Callable[[ssl.SSLObject | None], str]
+
+
+def build_client_context(s: SslSettings, where: str, check_hostname: bool = True) -> ssl.SSLContext:
+    """A client SSLContext from Kafka client ssl.* settings (a tool's --command-config): the trust
+    store (else the system's CAs), a client certificate when a key store is set, and host name
+    verification unless ``ssl.endpoint.identification.algorithm`` is empty."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if not _load_truststore(ctx, s, where):
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    if s.keystore_location is not None or s.keystore_key is not None:
+        _load_keystore(ctx, s, where)
+    ctx.check_hostname = check_hostname
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx

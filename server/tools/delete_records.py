@@ -46,10 +46,11 @@ def read_offset_json(path: Path) -> list[tuple[str, int, int]]:
     return entries
 
 
-def delete_records(bootstrap: str, entries: list[tuple[str, int, int]], out: TextIO = sys.stdout, timeout_ms: int = 30000) -> int:
+def delete_records(bootstrap: str, entries: list[tuple[str, int, int]], out: TextIO = sys.stdout, timeout_ms: int = 30000,
+                   command_config: dict[str, str] | None = None) -> int:
     out.write("Executing records delete operation\n")
     out.flush()
-    client = KafkaClient(bootstrap, client_id="adminclient-kafka-sidecar")
+    client = KafkaClient(bootstrap, client_id="adminclient-kafka-sidecar", command_config=command_config)
     results: dict[tuple[str, int], tuple[int, int]] = {}
     try:
         meta = client.metadata(sorted({t for t, _, _ in entries}))

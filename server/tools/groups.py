@@ -26,6 +26,7 @@ import sys
 from typing import Any, TextIO
 
 from kafka_sidecar.server.client import KafkaClient
+from kafka_sidecar.server.tools.command_config import command_config
 
 from .admin import (
     DESCRIBE_GROUPS,
@@ -74,7 +75,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     run = p.add_mutually_exclusive_group()
     run.add_argument("--execute", action="store_true", help="commit the new offsets (default: dry run)")
     run.add_argument("--dry-run", action="store_true", help="only print the new offsets (the default)")
-    p.add_argument("--command-config", default=None, help="accepted for compatibility; ignored")
+    p.add_argument("--command-config", default=None, metavar="FILE",
+                   help="client properties (security.protocol, ssl.*, sasl.*), as Kafka's tools take them")
 
 
 # ---- protocol helpers ---------------------------------------------------------------------
@@ -365,7 +367,7 @@ def _list(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> int:
 def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    client = KafkaClient(args.bootstrap_server, client_id="kafka-sidecar-groups")
+    client = KafkaClient(args.bootstrap_server, client_id="kafka-sidecar-groups", command_config=command_config(args))
     try:
         if args.list:
             return _list(client, args, out)

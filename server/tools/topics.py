@@ -25,6 +25,7 @@ import sys
 from typing import Any, TextIO
 
 from kafka_sidecar.server.client import KafkaClient, KafkaClientError
+from kafka_sidecar.server.tools.command_config import command_config
 
 from .admin import (
     CREATE_PARTITIONS,
@@ -64,7 +65,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--if-not-exists", action="store_true")
     p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics (__consumer_offsets...)")
     p.add_argument("--topics-with-overrides", action="store_true", help="describe only topics with config overrides")
-    p.add_argument("--command-config", default=None, help="accepted for compatibility; ignored")
+    p.add_argument("--command-config", default=None, metavar="FILE",
+                   help="client properties (security.protocol, ssl.*, sasl.*), as Kafka's tools take them")
 
 
 def _parse_configs(items: list[str]) -> dict[str, str]:
@@ -213,7 +215,7 @@ def _alter(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> int:
 
 def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    client = KafkaClient(args.bootstrap_server, client_id="kafka-sidecar-topics")
+    client = KafkaClient(args.bootstrap_server, client_id="kafka-sidecar-topics", command_config=command_config(args))
     try:
         if args.list:
             for t in _matching(client, args.topic, args.exclude_internal):
