@@ -1,0 +1,153 @@
+"""``kafka-sidecar produce`` / ``consume`` over real TCP, against kafka-sidecar and Apache Kafka,
+cross-checked with real clients; and the command line's ``--version``, usage and help."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.reference import ReferenceKafka, unavailable_reason
+from tests.support import RECENT_TS, SidecarProcess, sidecar_command
+
+TIMEOUT = 60
+
+
+def cli(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*sidecar_command(), *args], input=input, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def ours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server = SidecarProcess(tmp_path_factory.mktemp("console") / "data", {"group.initial.rebalance.delay.ms": "0"}).start()
+    yield server.bootstrap
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[str]:
+    why = unavailable_reason()
+    if why:
+        pytest.skip(why)
+    with ReferenceKafka() as k:
+        yield k.bootstrap
+
+
+@pytest.fixture(params=["ours", "kafka"])
+def bootstrap(request: pytest.FixtureRequest) -> str:
+    return request.getfixturevalue(request.param)
+
+
+def new_topic(bootstrap: str, partitions: int = 3) -> str:
+    name = f"console-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    return name
+
+
+def read_all(bootstrap: str, topic: str, n: int) -> list:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic])
+    out = []
+    try:
+        for _ in range(200):
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                out.append(m)
+            if len(out) >= n:
+                break
+    finally:
+        c.close()
+    return out
+
+
+def test_version_usage_and_help() -> None:
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("kafka-sidecar ") and version.stdout.split()[1][0].isdigit()
+    bare = cli()
+    assert bare.returncode == 0
+    for command in ("serve", "produce", "consume", "topics", "groups", "delete-records", "dump-log", "config"):
+        assert f"\n    {command}" in bare.stdout, bare.stdout
+    for command in ("produce", "consume", "topics", "serve"):
+        helped = cli(command, "--help")
+        example = helped.stdout.split("example:\n", 1)[-1]
+        assert helped.returncode == 0 and f"kafka-sidecar {command} " in example, helped.stdout
+
+
+def test_produce_is_read_by_a_real_client(bootstrap: str) -> None:
+    """Keys go to Kafka's murmur2 partition, headers and values arrive as sent."""
+    topic = new_topic(bootstrap)
+    done = cli("produce", "-b", bootstrap, "-t", topic, "-K", ":", "-H", "origin=cli", "-H", "n=1",
+               input="k1:one\nk2:two\nk1:three\n:empty key\nno separator\n")
+    assert done.returncode == 0, done.stderr
+    got = read_all(bootstrap, topic, 5)
+    by_value = {m.value(): m for m in got}
+    assert sorted(by_value) == [b"empty key", b"no separator", b"one", b"three", b"two"]
+    assert by_value[b"one"].key() == b"k1" and by_value[b"one"].partition() == by_value[b"three"].partition()
+    assert by_value[b"empty key"].key() == b"" and by_value[b"no separator"].key() is None
+    assert by_value[b"two"].headers() == [("origin", b"cli"), ("n", b"1")]
+    # The partitioner agrees with librdkafka's murmur2_random for keyed records.
+    p = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+    delivered = []
+    p.produce(topic, key=b"k2", value=b"check", on_delivery=lambda err, m: delivered.append(m))
+    p.flush(30)
+    assert delivered[0].partition() == by_value[b"two"].partition()
+
+
+def test_consume_what_real_clients_produced(bootstrap: str) -> None:
+    topic = new_topic(bootstrap, 1)
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(5):
+        p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), headers=[("h", f"{i}".encode())],
+                  timestamp=RECENT_TS + i * 1000, partition=0)
+    assert p.flush(30) == 0
+    done = cli("consume", "-b", bootstrap, "-t", topic, "--from-beginning", "-e", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["offset"], r["key"], r["value"], r["headers"], r["timestamp"]) for r in rows] == [
+        (i, f"k{i}", f"v{i}", [["h", str(i)]], RECENT_TS + i * 1000) for i in range(5)]
+    text = cli("consume", "-b", bootstrap, "-t", topic, "--from-beginning", "-c", "2", "--print-key", "-K", "=")
+    assert text.stdout == "k0=v0\nk1=v1\n" and "Processed a total of 2 messages" in text.stderr
+    by_time = cli("consume", "-b", bootstrap, "-t", topic, "--timestamp", str(RECENT_TS + 3000), "-e")
+    assert by_time.stdout == "v3\nv4\n", by_time.stderr
+    tail = cli("consume", "-b", bootstrap, "-t", topic, "-o", "-1", "-e")
+    assert tail.stdout == "v4\n"
+    at = cli("consume", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "2", "-c", "1")
+    assert at.stdout == "v2\n"
+    # The default start is the end, as Kafka's console consumer: nothing new, nothing printed.
+    idle = cli("consume", "-b", bootstrap, "-t", topic, "--timeout-ms", "500")
+    assert idle.returncode == 0 and idle.stdout == ""
+
+
+def test_consume_with_a_group_resumes_where_it_stopped(bootstrap: str) -> None:
+    topic, group = new_topic(bootstrap, 2), f"console-group-{uuid.uuid4().hex[:6]}"
+    assert cli("produce", "-b", bootstrap, "-t", topic, "-p", "1", *[f"m{i}" for i in range(6)]).returncode == 0
+    first = cli("consume", "-b", bootstrap, "-t", topic, "-g", group, "--from-beginning", "-c", "4")
+    assert first.stdout.split() == ["m0", "m1", "m2", "m3"], first.stderr
+    second = cli("consume", "-b", bootstrap, "-t", topic, "-g", group, "--from-beginning", "-e")
+    assert second.stdout.split() == ["m4", "m5"], second.stderr
+    # The committed offsets are the group's, as a real client sees them.
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        from confluent_kafka import TopicPartition
+
+        committed = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)
+    finally:
+        c.close()
+    assert [(tp.partition, tp.offset) for tp in committed] == [(0, 0), (1, 6)]
+
+
+def test_errors_are_one_line(ours: str) -> None:
+    missing = cli("consume", "-b", ours, "-t", "no-such-topic", "-e")
+    assert missing.returncode == 1 and missing.stderr.startswith("kafka-sidecar: error: topic no-such-topic")
+    topic = new_topic(ours, 2)
+    bad_partition = cli("produce", "-b", ours, "-t", topic, "-p", "5", "x")
+    assert bad_partition.returncode == 1 and bad_partition.stderr == f"kafka-sidecar: error: topic {topic} has no partition 5 (partitions 0-1)\n"
+    usage = cli("produce", "-t", topic)
+    assert usage.returncode == 2 and "required: -b/--bootstrap-server" in usage.stderr
