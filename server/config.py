@@ -32,14 +32,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("default.replication.factor", "int", 1, at_least=1),
         ConfigDef("delete.topic.enable", "boolean", True),
         ConfigDef("node.id", "int", 1, at_least=0),
-        ConfigDef("broker.id", "int", 1, at_least=-1),
+        ConfigDef("broker.id", "int", 1),
         ConfigDef("socket.request.max.bytes", "int", 104857600, at_least=1),
         ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, at_least=0),
         ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, at_least=0),
         ConfigDef("log.flush.scheduler.interval.ms", "long", 2**63 - 1),
         ConfigDef("log.retention.check.interval.ms", "long", 300000, at_least=1),
         ConfigDef("log.retention.hours", "int", 168),
-        ConfigDef("log.retention.minutes", "int", None, at_least=-1),
+        ConfigDef("log.retention.minutes", "int", None),
         ConfigDef("log.roll.hours", "int", 168, at_least=1),
         ConfigDef("log.roll.jitter.hours", "int", 0, at_least=0),
         ConfigDef("log.dirs", "string", None),
@@ -75,9 +75,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728),
         ConfigDef("log.cleaner.io.buffer.load.factor", "double", 0.9),
         ConfigDef("log.initial.task.delay.ms", "long", 30000, at_least=0),
-        ConfigDef("num.network.threads", "int", 3),
-        ConfigDef("num.io.threads", "int", 8),
-        ConfigDef("num.recovery.threads.per.data.dir", "int", 2),
+        ConfigDef("num.network.threads", "int", 3, at_least=1),
+        ConfigDef("num.io.threads", "int", 8, at_least=1),
+        ConfigDef("num.recovery.threads.per.data.dir", "int", 2, at_least=1),
         ConfigDef("producer.id.expiration.ms", "int", 86400000, at_least=1),
         ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000, at_least=1),
         ConfigDef("transactional.id.expiration.ms", "int", 604800000, at_least=1),
@@ -157,6 +157,9 @@ def definition(name: str) -> ConfigDef | None:
     return None
 
 _TOPIC_BY_SYNONYM: dict[str, ConfigDef] = {c.broker_synonym: c for c in TOPIC_CONFIGS.values() if c.broker_synonym}
+# Kafka's broker-level definition of log.retention.ms has no lower bound (the topic's retention.ms
+# has at least -1): any negative value means unlimited (KafkaConfig.logRetentionTimeMillis).
+_TOPIC_BY_SYNONYM["log.retention.ms"] = dataclasses.replace(_TOPIC_BY_SYNONYM["log.retention.ms"], at_least=None)
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -326,6 +329,8 @@ class BrokerConfig:
                 out["retention.ms"] = int(self.values["log.retention.minutes"]) * 60_000
             elif self.is_set("log.retention.hours"):
                 out["retention.ms"] = int(self.values["log.retention.hours"]) * 3_600_000
+        if out.get("retention.ms", 0) < 0:
+            out["retention.ms"] = -1  # KafkaConfig.logRetentionTimeMillis: negative means unlimited
         if "segment.ms" not in out and self.is_set("log.roll.hours"):
             out["segment.ms"] = int(self.values["log.roll.hours"]) * 3_600_000
         if "segment.jitter.ms" not in out and self.is_set("log.roll.jitter.hours"):

@@ -677,6 +677,8 @@ def _verify(files: list[tuple[Path, str]], args: argparse.Namespace, out: TextIO
     checked = 0
     for i, (path, shown) in enumerate(files):
         try:
+            if not path.exists():  # a missing file or directory is a problem, not "nothing to check"
+                raise FileNotFoundError(2, "No such file or directory", str(path))
             problems = verify_file(path, args)
         except OSError as e:
             problems = [f"cannot read: {e.strerror or e}"]
@@ -692,5 +694,8 @@ def _verify(files: list[tuple[Path, str]], args: argparse.Namespace, out: TextIO
         else:
             out.write(f"OK {shown}\n")
     progress.finish()
+    if not checked:
+        err.write(f"kafka-sidecar: error: no log, index or snapshot files in {args.files}\n")
+        return 1
     out.write(f"verified {checked} files: {'all OK' if not bad else f'{bad} with problems'}\n")
     return 1 if bad else 0
