@@ -58,6 +58,8 @@ class SegmentInputPartition(InputPartition):
 
 
 class KafkaSidecarLogDataSource(DataSource):
+    PUSHDOWN_DEFAULT = False
+
     @classmethod
     def name(cls) -> str:
         return NAME
@@ -71,10 +73,15 @@ class KafkaSidecarLogDataSource(DataSource):
         path = _get(self.options, "path")
         if not path:
             raise OptionError(f"{NAME} needs the log directory: .load(\"/path/to/log-dir\")")
-        # pushdown=false: a reader without pushFilters, for pyspark 4.1-4.3, where the read
+        # A reader with pushFilters only when filter pushdown is on: Spark refuses such a reader
+        # when spark.sql.python.filterPushdown.enabled is false (DATA_SOURCE_PUSHDOWN_DISABLED),
+        # and reader() cannot see that setting. register(spark) turns it on and registers
+        # PushdownLogDataSource, whose default is pushdown=true; this class, registered the
+        # standard way (spark.dataSource.register), reads without pushdown unless the option
+        # pushdown=true asks for it. pushdown=false also helps pyspark 4.1-4.3, where the read
         # planned for one filtered query is reused by the next query on the same DataFrame
         # that has no filters (see spark/README.md).
-        cls = PushdownLogReader if _bool(self.options, "pushdown", True) else LogReader
+        cls = PushdownLogReader if _bool(self.options, "pushdown", self.PUSHDOWN_DEFAULT) else LogReader
         return cls(
             path=path,
             include_headers=include_headers,
@@ -222,6 +229,13 @@ class LogReader(DataSourceReader):
             yield to_arrow(cols, seg.topic, seg.partition)
 
 
+class PushdownLogDataSource(KafkaSidecarLogDataSource):
+    """The same source, with filter pushdown on by default: what ``register(spark)`` registers
+    (after setting spark.sql.python.filterPushdown.enabled)."""
+
+    PUSHDOWN_DEFAULT = True
+
+
 class PushdownLogReader(LogReader):
     """LogReader with filter pushdown (pyspark >= 4.1 calls ``pushFilters``)."""
 
@@ -249,4 +263,4 @@ def _bounds(f: Filter, values: list[int]) -> tuple[int | None, int | None]:
     return None, None
 
 
-__all__ = ["KafkaSidecarLogDataSource", "NAME"]
+__all__ = ["KafkaSidecarLogDataSource", "NAME", "PushdownLogDataSource"]
