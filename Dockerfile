@@ -1,18 +1,23 @@
 # kafka-sidecar as a small container image.
 #
 #   docker build -t kafka-sidecar .
-#   docker run -p 127.0.0.1:9092:9092 -e KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://127.0.0.1:9092 kafka-sidecar
+#   docker run -p 127.0.0.1:9092:9092 -e KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:9092 kafka-sidecar
 #
-# Configuration as in the README: KAFKA_* environment variables (KAFKA_LOG_SEGMENT_BYTES=...),
-# or arguments after the image name (they replace CMD: serve --data-dir /data --listen 0.0.0.0:9092).
-# Clients are told the address in KAFKA_ADVERTISED_LISTENERS (default: the listener's own,
-# which a client outside the container usually cannot reach: set it to the host:port it uses).
+# Configured like the apache/kafka image, by KAFKA_* environment variables (README: "Running it
+# yourself"): KAFKA_LISTENERS (default PLAINTEXT://:9092, every interface of the container),
+# KAFKA_ADVERTISED_LISTENERS (what clients are told: set it to the host:port they use),
+# KAFKA_LISTENER_SECURITY_PROTOCOL_MAP, KAFKA_LOG_DIRS (default /data, the volume),
+# KAFKA_LOG_SEGMENT_BYTES=..., and so on. CMD passes no --listen or --data-dir, which would win
+# over them. Arguments after the image name replace CMD (keep --metrics-port 9308 there for
+# the healthcheck). compose/two-listeners.yml: one listener for the host, one for containers.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    KAFKA_LISTENERS=PLAINTEXT://:9092 \
+    KAFKA_LOG_DIRS=/data
 
 WORKDIR /build
 COPY pyproject.toml README.md ./
@@ -30,8 +35,11 @@ WORKDIR /data
 VOLUME ["/data"]
 EXPOSE 9092
 
-HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=5 \
-    CMD ["python", "-c", "import socket; socket.create_connection(('127.0.0.1', 9092), timeout=2).close()"]
+# Ready = /readyz answers 200: the logs are loaded and the listeners accept connections (503
+# while a recovery runs). The start period covers a long recovery after a crash (thousands of
+# partitions, big segments): failures inside it do not count, the first success ends it.
+HEALTHCHECK --interval=5s --timeout=3s --start-period=600s --retries=3 \
+    CMD ["python", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:9308/readyz', timeout=2)"]
 
 ENTRYPOINT ["kafka-sidecar"]
-CMD ["serve", "--data-dir", "/data", "--listen", "0.0.0.0:9092"]
+CMD ["serve", "--metrics-port", "9308"]
