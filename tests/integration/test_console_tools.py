@@ -151,3 +151,26 @@ def test_errors_are_one_line(ours: str) -> None:
     assert bad_partition.returncode == 1 and bad_partition.stderr == f"kafka-sidecar: error: topic {topic} has no partition 5 (partitions 0-1)\n"
     usage = cli("produce", "-t", topic)
     assert usage.returncode == 2 and "required: -b/--bootstrap-server" in usage.stderr
+
+
+def test_the_wheel_carries_every_package_and_the_entry_points(tmp_path) -> None:
+    """`pip install .` / a built wheel: the command, the pytest plugin and every package of the tree."""
+    import sys
+    import zipfile
+
+    from tests.support import REPO
+
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(REPO)],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("kafka_sidecar-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "kafka-sidecar = kafka_sidecar.server.cli:main" in entry_points
+    assert "kafka_sidecar = kafka_sidecar.testing.pytest_plugin" in entry_points
+    top = {"protocol": "protocol", "storage": "storage", "server": "server", "spark": "spark"}
+    for root, package in top.items():
+        for init in (REPO / root).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO / root)
+            mapped = "kafka_sidecar/testing" if rel.parts[:1] == ("testing",) else "/".join(("kafka_sidecar", package, *rel.parts))
+            assert f"{mapped}/__init__.py" in names, f"{init.parent} is not in the wheel"
