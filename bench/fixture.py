@@ -17,7 +17,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
@@ -27,16 +30,21 @@ def _metadata(bootstrap: str) -> None:
     assert md.brokers, "no broker in the Metadata answer"
 
 
-def embedded(runs: int) -> list[float]:
-    from kafka_sidecar.testing import broker
-
+def _timed(start: Callable[[], AbstractContextManager[Any]], bootstrap: Callable[[Any], str], runs: int) -> list[float]:
+    """Seconds from entering ``start()`` to a Metadata answer, per run."""
     out = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        with broker() as b:
-            _metadata(b.bootstrap_servers)
+        with start() as b:
+            _metadata(bootstrap(b))
             out.append(time.perf_counter() - t0)
     return out
+
+
+def embedded(runs: int) -> list[float]:
+    from kafka_sidecar.testing import broker
+
+    return _timed(broker, lambda b: b.bootstrap_servers, runs)
 
 
 def subprocess_serve(runs: int) -> list[float]:
@@ -61,13 +69,7 @@ def subprocess_serve(runs: int) -> list[float]:
 def reference(runs: int) -> list[float]:
     from bench.reference import ReferenceKafka
 
-    out = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        with ReferenceKafka() as k:
-            _metadata(k.bootstrap)
-            out.append(time.perf_counter() - t0)
-    return out
+    return _timed(ReferenceKafka, lambda k: k.bootstrap, runs)
 
 
 def main(argv: list[str] | None = None) -> int:

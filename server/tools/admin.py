@@ -142,3 +142,19 @@ def coordinator(client: KafkaClient, group: str) -> _BrokerConnection:
     if node not in client._nodes:
         client._nodes[node] = (host, port)
     return client.node(node)
+
+
+def commit_offsets(client: KafkaClient, group: str, offsets: dict[tuple[str, int], int]) -> int:
+    """OffsetCommit v8 as a consumer without a generation (Kafka's tools and assigned-partition
+    consumers do this): every offset in ``offsets``. Returns the first error code, else 0."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (t, p), off in sorted(offsets.items()):
+        topics.setdefault(t, []).append({"partition_index": p, "committed_offset": off, "committed_leader_epoch": -1, "committed_metadata": ""})
+    data = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+
+    def first_error(body: Any) -> int:
+        return next((p.error_code.value for t in body.topics for p in t.partitions if p.error_code.value), 0)
+
+    # Retried while the coordinator loads or moves, as Kafka's clients do.
+    return first_error(retrying(lambda: request(coordinator(client, group), OFFSET_COMMIT, 8, data), first_error))

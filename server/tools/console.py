@@ -42,8 +42,9 @@ from kafka_sidecar.spark._wire import (
     error_name,
 )
 
-from .admin import OFFSET_COMMIT, OFFSET_FETCH, coordinator, request
+from .admin import commit_offsets
 from .command_config import command_config
+from .groups import GroupCommandError, committed_offsets
 
 BATCH_BYTES = 1 << 20  # records per Produce batch, at most about this many bytes
 FETCH_BYTES = 4 << 20
@@ -202,28 +203,17 @@ def _start_offsets(broker: Broker, args: argparse.Namespace, tps: list[TopicPart
 
 
 def _committed(broker: Broker, group: str, topic: str) -> dict[TopicPartition, int]:
-    body = request(coordinator(broker.client, group), OFFSET_FETCH, 8, {
-        "groups": [{"group_id": group, "topics": None}], "require_stable": False,
-    })
-    (g,) = body.groups
-    if g.error_code.value:
-        raise ConsoleError(f"OffsetFetch for group {group} failed: {error_name(g.error_code.value)}")
-    return {(t.name, p.partition_index): p.committed_offset for t in g.topics if t.name == topic
-            for p in t.partitions if not p.error_code.value and p.committed_offset >= 0}
+    try:
+        offsets = committed_offsets(broker.client, group)
+    except GroupCommandError as e:
+        raise ConsoleError(str(e)) from None
+    return {tp: off for tp, off in offsets.items() if tp[0] == topic}
 
 
 def _commit(broker: Broker, group: str, positions: dict[TopicPartition, int]) -> None:
-    topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for (t, p), off in sorted(positions.items()):
-        topics[t].append({"partition_index": p, "committed_offset": off, "committed_leader_epoch": -1, "committed_metadata": ""})
-    body = request(coordinator(broker.client, group), OFFSET_COMMIT, 8, {
-        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-    })
-    for t in body.topics:
-        for p in t.partitions:
-            if p.error_code.value:
-                raise ConsoleError(f"committing offsets of group {group} failed: {error_name(p.error_code.value)}")
+    code = commit_offsets(broker.client, group, positions)
+    if code:
+        raise ConsoleError(f"committing offsets of group {group} failed: {error_name(code)}")
 
 
 def _text(data: bytes | None) -> str | None:

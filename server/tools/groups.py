@@ -33,8 +33,8 @@ from .admin import (
     EARLIEST,
     LATEST,
     LIST_GROUPS,
-    OFFSET_COMMIT,
     OFFSET_FETCH,
+    commit_offsets,
     coordinator,
     coordinator_address,
     java_exception,
@@ -329,17 +329,9 @@ def _reset(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> int:
         tps = _partitions_to_reset(client, group, args)
         plan = _new_offsets(client, group, tps, args, out)
         if args.execute:
-            topics: dict[str, list[dict[str, Any]]] = {}
-            for (t, p), off in sorted(plan.items()):
-                topics.setdefault(t, []).append({"partition_index": p, "committed_offset": off, "committed_leader_epoch": -1, "committed_metadata": ""})
-            body = request(coordinator(client, group), OFFSET_COMMIT, 8, {
-                "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-            })
-            for t in body.topics:
-                for p in t.partitions:
-                    if p.error_code.value:
-                        raise GroupCommandError(f"Executing consumer group command failed due to {java_exception(p.error_code.value)}")
+            code = commit_offsets(client, group, plan)
+            if code:
+                raise GroupCommandError(f"Executing consumer group command failed due to {java_exception(code)}")
         plans[group] = plan
     if any(plans.values()) or plans:
         fmt = "\n{:<30} {:<30} {:<10} {:<15}"
