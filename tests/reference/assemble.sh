@@ -28,8 +28,14 @@ work="$dest.partial"
 rm -rf "$work"
 mkdir -p "$work/bin" "$work/config" "$work/libs" "$work/logs"
 echo "assembling Apache Kafka $version from Maven Central into $dest ..."
-mvn -q -B -Dstyle.color=never -f "$here/pom.xml" -Dkafka.version="$version" \
-  dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$work/libs"
+# Maven's output only matters when it fails (it prints colour resets even when quiet).
+if ! mvn -q -B -Dstyle.color=never -f "$here/pom.xml" -Dkafka.version="$version" \
+  dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$work/libs" > "$work/mvn.log" 2>&1; then
+  cat "$work/mvn.log" >&2
+  echo "assemble.sh: Maven could not resolve Apache Kafka $version from Maven Central" >&2
+  exit 1
+fi
+rm -f "$work/mvn.log"
 [ -f "$work/libs/kafka_2.13-$version.jar" ] || { echo "assemble.sh: kafka_2.13-$version.jar did not resolve" >&2; exit 1; }
 
 cp "$here/log4j2.properties" "$here/tools-log4j2.properties" "$work/config/"
