@@ -23,6 +23,11 @@ API_VERSIONS_KEY = 18
 DEFAULT_MAX_FRAME = 104857600  # socket.request.max.bytes
 
 
+class ProtocolViolation(Exception):
+    """A request that cannot be answered (unknown API or version, undecodable, or a field
+    combination Kafka refuses): the connection is closed, as Kafka does."""
+
+
 class FrameError(Exception):
     """The byte stream is not valid Kafka framing; the connection must be closed."""
 

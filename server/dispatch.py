@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import (
     API_VERSIONS_KEY,
+    ProtocolViolation,
     RequestHeader,
     frame,
     parse_request_header,
@@ -51,10 +52,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Handler = Callable[["Broker", "Connection", RequestHeader, Any], Awaitable[Any]]
-
-
-class ProtocolViolation(Exception):
-    """A request we cannot answer: the connection is closed (as Kafka does)."""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
+from kafka_sidecar.protocol.framing import ProtocolViolation
 
 from ..security.acls import (
     CLUSTER_NAME,
@@ -66,7 +67,6 @@ def _unparsable(name: str, codes: list[tuple[int, int, int, int]]) -> None:
     """Kafka's request constructors refuse UNKNOWN (code 0) elements: the request cannot be parsed."""
     for codes_ in codes:
         if 0 in codes_:
-            from ..dispatch import ProtocolViolation
 
             raise ProtocolViolation(f"{name} contains UNKNOWN elements (a resource type, pattern type, operation or permission type of 0)")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.protocol.framing import ProtocolViolation, RequestHeader
 from kafka_sidecar.storage.log_manager import InvalidTopicError, TopicInfo, validate_topic_name
 
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -110,7 +110,6 @@ async def handle_metadata(broker: Broker, conn: Connection, header: RequestHeade
         # connection is closed. (Found by fuzzing: the v10/v11 answer cannot carry a null name.)
         for t in requested:
             if t.name is None or (getattr(t, "topic_id", None) is not None and t.topic_id.int):
-                from ..dispatch import ProtocolViolation
 
                 raise ProtocolViolation(f"Metadata v{version} does not support null topic names or topic ids")
     topic_ids = [t.topic_id for t in requested or () if getattr(t, "topic_id", None) is not None and t.topic_id.int]

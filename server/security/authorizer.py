@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kafka_sidecar.protocol.api_keys import api_name
 from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
     CLUSTER_AUTHORIZATION_FAILED,
     GROUP_AUTHORIZATION_FAILED,
@@ -104,11 +105,7 @@ def parse_super_users(value: str | None) -> frozenset[str]:
 def _api_name(header: RequestHeader | None) -> str:
     if header is None:
         return "?"
-    # late: dispatch imports the handlers, which import this module
-    from ..dispatch import SUPPORTED_APIS
-
-    spec = SUPPORTED_APIS.get(header.api_key)
-    return spec.name if spec is not None else str(header.api_key)
+    return api_name(header.api_key)
 
 
 def _resource_str(rtype: ResourceType, name: str) -> str:

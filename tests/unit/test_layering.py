@@ -1,0 +1,78 @@
+"""The layering the README promises, checked on the source: protocol/ does no I/O and imports
+neither storage/ nor server/; storage/ does not use asyncio; server/ has no import cycle, counting
+imports inside functions (only ``if TYPE_CHECKING:`` imports are left out); and Kafka's API names
+agree with the dispatch table."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.support import REPO
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """Every module ``path`` imports at run time (absolute names)."""
+    tree = ast.parse(path.read_text())
+    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+               for n in ast.walk(node)}
+    is_pkg = path.name == "__init__.py"
+    here = package.split(".") if is_pkg else package.split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = here[: len(here) - node.level + 1] if node.level else []
+            name = ".".join([*base, node.module] if node.module else base)
+            out |= {name} | {f"{name}.{a.name}" for a in node.names}
+    return out
+
+
+def _modules(root: str, package: str) -> dict[str, Path]:
+    mods = {}
+    for f in (REPO / root).rglob("*.py"):
+        parts = list(f.relative_to(REPO / root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join([package, *parts])] = f
+    return mods
+
+
+def test_protocol_and_storage_layers() -> None:
+    for name, path in _modules("protocol", "kafka_sidecar.protocol").items():
+        bad = {i for i in _imports(path, name) if i.split(".")[0] in ("socket", "asyncio", "selectors")
+               or i.startswith(("kafka_sidecar.server", "kafka_sidecar.storage"))}
+        assert not bad, f"{path} imports {sorted(bad)}"
+    for name, path in _modules("storage", "kafka_sidecar.storage").items():
+        bad = {i for i in _imports(path, name) if i.split(".")[0] == "asyncio" or i.startswith("kafka_sidecar.server")}
+        assert not bad, f"{path} imports {sorted(bad)}"
+
+
+def test_server_has_no_import_cycle() -> None:
+    mods = _modules("server", "kafka_sidecar.server")
+    graph = {m: {i for i in _imports(p, m) if i in mods and i != m} for m, p in mods.items()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cycle = path[path.index(n):] + [n]
+                raise AssertionError("import cycle: " + " -> ".join(x.removeprefix("kafka_sidecar.server.") for x in cycle))
+            if n not in state:
+                visit(n, [*path, n])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+
+
+def test_api_names_agree_with_the_dispatch_table() -> None:
+    from kafka_sidecar.protocol.api_keys import API_NAMES
+    from kafka_sidecar.server.dispatch import SUPPORTED_APIS
+
+    assert {k: s.name for k, s in SUPPORTED_APIS.items()} == {k: API_NAMES[k] for k in SUPPORTED_APIS}
