@@ -25,13 +25,13 @@ def register(spark: Any) -> None:
     implement ``pushFilters`` receive filters.
     """
     from .kafka_source import KafkaSidecarDataSource
-    from .log_source import PushdownLogDataSource
+    from .log_source import KafkaSidecarLogDataSource
 
-    spark.conf.set(PUSHDOWN_CONF, "true")
+    # Registering by hand (spark.dataSource.register) works too, with pushdown on or off: the
+    # log reader pushes filters wherever Spark lets it (log_source.KafkaSidecarLogDataSource.reader).
     spark.dataSource.register(KafkaSidecarDataSource)
-    # The log source with filter pushdown on (KafkaSidecarLogDataSource, registered by hand
-    # with spark.dataSource.register, reads without it unless asked: option pushdown=true).
-    spark.dataSource.register(PushdownLogDataSource)
+    spark.dataSource.register(KafkaSidecarLogDataSource)
+    spark.conf.set(PUSHDOWN_CONF, "true")
 
 
 def __getattr__(name: str) -> Any:

@@ -13,7 +13,9 @@ offset (``log-start-offset-checkpoint``) are never returned.
 from __future__ import annotations
 
 import datetime
+import os
 import re
+import sys
 from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
@@ -58,7 +60,9 @@ class SegmentInputPartition(InputPartition):
 
 
 class KafkaSidecarLogDataSource(DataSource):
-    PUSHDOWN_DEFAULT = False
+    """Registered as ``register(spark)`` does or the standard way
+    (``spark.dataSource.register(KafkaSidecarLogDataSource)``), with or without
+    ``spark.sql.python.filterPushdown.enabled``: see ``reader``."""
 
     @classmethod
     def name(cls) -> str:
@@ -73,15 +77,17 @@ class KafkaSidecarLogDataSource(DataSource):
         path = _get(self.options, "path")
         if not path:
             raise OptionError(f"{NAME} needs the log directory: .load(\"/path/to/log-dir\")")
-        # A reader with pushFilters only when filter pushdown is on: Spark refuses such a reader
-        # when spark.sql.python.filterPushdown.enabled is false (DATA_SOURCE_PUSHDOWN_DISABLED),
-        # and reader() cannot see that setting. register(spark) turns it on and registers
-        # PushdownLogDataSource, whose default is pushdown=true; this class, registered the
-        # standard way (spark.dataSource.register), reads without pushdown unless the option
-        # pushdown=true asks for it. pushdown=false also helps pyspark 4.1-4.3, where the read
-        # planned for one filtered query is reused by the next query on the same DataFrame
-        # that has no filters (see spark/README.md).
-        cls = PushdownLogReader if _bool(self.options, "pushdown", self.PUSHDOWN_DEFAULT) else LogReader
+        # Spark refuses a reader that has pushFilters while spark.sql.python.filterPushdown.enabled
+        # is false (DATA_SOURCE_PUSHDOWN_DISABLED), and reader() cannot read that setting. But
+        # Spark only calls pushFilters from its filter-pushdown planning step, which exists only
+        # when the setting is on: so by default the reader has pushFilters exactly when that step
+        # is the one asking (_planning_pushdown). pushdown=true asks for it anyway (Spark's error
+        # if the setting is off); pushdown=false never, which also avoids pyspark 4.1-4.3 reusing
+        # the read planned for a filtered query in the next unfiltered query on the same
+        # DataFrame (see spark/README.md).
+        pushdown = _get(self.options, "pushdown")
+        wanted = _planning_pushdown() if pushdown is None else _bool(self.options, "pushdown", True)
+        cls = PushdownLogReader if wanted else LogReader
         return cls(
             path=path,
             include_headers=include_headers,
@@ -90,6 +96,25 @@ class KafkaSidecarLogDataSource(DataSource):
             include_internal=_bool(self.options, "includeInternal", False),
             verify_crc=_bool(self.options, "verifyCrc", True),
         )
+
+
+# pyspark's planning step that pushes filters (pyspark/sql/worker/data_source_pushdown_filters.py):
+# it creates the reader and then calls pushFilters; Spark runs it only with filter pushdown on.
+_PUSHDOWN_PLANNER = "data_source_pushdown_filters.py"
+
+
+def _planning_pushdown(depth: int = 8) -> bool:
+    """Whether reader() was called by pyspark's filter-pushdown planning step (a few frames up,
+    allowing for subclasses that call ``super().reader``). If a later pyspark renames or merges
+    that step, this is False and the read goes without pushdown: the same rows, never an error."""
+    frame = sys._getframe(1)
+    for _ in range(depth):
+        frame = frame.f_back  # type: ignore[assignment]
+        if frame is None:
+            return False
+        if os.path.basename(frame.f_code.co_filename) == _PUSHDOWN_PLANNER:
+            return True
+    return False
 
 
 def _ms_floor(v: object) -> int | None:
@@ -229,13 +254,6 @@ class LogReader(DataSourceReader):
             yield to_arrow(cols, seg.topic, seg.partition)
 
 
-class PushdownLogDataSource(KafkaSidecarLogDataSource):
-    """The same source, with filter pushdown on by default: what ``register(spark)`` registers
-    (after setting spark.sql.python.filterPushdown.enabled)."""
-
-    PUSHDOWN_DEFAULT = True
-
-
 class PushdownLogReader(LogReader):
     """LogReader with filter pushdown (pyspark >= 4.1 calls ``pushFilters``)."""
 
@@ -263,4 +281,4 @@ def _bounds(f: Filter, values: list[int]) -> tuple[int | None, int | None]:
     return None, None
 
 
-__all__ = ["KafkaSidecarLogDataSource", "NAME", "PushdownLogDataSource"]
+__all__ = ["KafkaSidecarLogDataSource", "NAME"]
