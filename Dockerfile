@@ -5,11 +5,12 @@
 #
 # Configured like the apache/kafka image, by KAFKA_* environment variables (README: "Running it
 # yourself"): KAFKA_LISTENERS (default PLAINTEXT://:9092, every interface of the container),
-# KAFKA_ADVERTISED_LISTENERS (what clients are told: set it to the host:port they use),
-# KAFKA_LISTENER_SECURITY_PROTOCOL_MAP, KAFKA_LOG_DIRS (default /data, the volume),
-# KAFKA_LOG_SEGMENT_BYTES=..., and so on. CMD passes no --listen or --data-dir, which would win
-# over them. Arguments after the image name replace CMD (keep --metrics-port 9308 there for
-# the healthcheck). compose/two-listeners.yml: one listener for the host, one for containers.
+# KAFKA_ADVERTISED_LISTENERS (what clients are told: set it to the host:port they use; unset, a
+# wildcard listener advertises 127.0.0.1), KAFKA_LISTENER_SECURITY_PROTOCOL_MAP, KAFKA_LOG_DIRS
+# (default /data, the volume), KAFKA_LOG_SEGMENT_BYTES=..., and so on. CMD passes no --listen or
+# --data-dir, which would win over them. Arguments after the image name replace CMD: keep
+# --metrics-port 9308 there, the healthcheck asks it. Prometheus metrics: :9308/metrics.
+# compose/two-listeners.yml: one listener for clients on the host, one for other containers.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -33,13 +34,17 @@ RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home 
 USER sidecar
 WORKDIR /data
 VOLUME ["/data"]
-EXPOSE 9092
+EXPOSE 9092 9308
 
-# Ready = /readyz answers 200: the logs are loaded and the listeners accept connections (503
-# while a recovery runs). The start period covers a long recovery after a crash (thousands of
-# partitions, big segments): failures inside it do not count, the first success ends it.
+# Healthy = /readyz answers 200: the logs are loaded and the listeners accept connections. It
+# answers 503 while the logs load, and the endpoint is up before they do. The start period is
+# long because a start after a crash (no .kafka_cleanshutdown) recovers every partition's
+# unflushed segments first, which takes minutes with thousands of partitions or big segments;
+# failures inside the period do not count and the first success ends it, so a normal start is
+# healthy within one interval. (urllib: a slim image has no curl; a 503 raises, exit 1.)
 HEALTHCHECK --interval=5s --timeout=3s --start-period=600s --retries=3 \
     CMD ["python", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:9308/readyz', timeout=2)"]
 
 ENTRYPOINT ["kafka-sidecar"]
-CMD ["serve", "--metrics-port", "9308"]
+# The metrics endpoint on every interface of the container (published only with -p 9308).
+CMD ["serve", "--metrics-port", "9308", "--metrics-host", "0.0.0.0"]
