@@ -254,6 +254,12 @@ def main(argv: list[str] | None = None) -> int:
     found = 0
     segments = 0
     for path in args.paths:
+        # A path that holds nothing to check is a problem, not "0 problems": a typo in a
+        # partition name must not pass a check (kafka-dump-log.sh fails on a missing file too).
+        if not path.exists():
+            print(f"{path}: no such file or directory")
+            found += 1
+            continue
         if path.is_file():
             if not (path.name.endswith(".log") and path.name[:-4].isdigit()):
                 print(f"{path}: not a segment file (<base offset>.log)")
@@ -267,7 +273,11 @@ def main(argv: list[str] | None = None) -> int:
         for line in problems(reports):
             print(line)
             found += 1
-        segments += sum(len(rs) for rs in reports.values())
+        checked = sum(len(rs) for rs in reports.values())
+        if not checked and not (path / "meta.properties").is_file():  # a data dir may have no topics yet
+            print(f"{path}: no segments (<base offset>.log) or partition directories")
+            found += 1
+        segments += checked
     print(f"verified {segments} segments: {found} problems")
     return 1 if found else 0
 

@@ -590,6 +590,13 @@ def verify_snapshot(path: Path) -> list[str]:
     return []
 
 
+class _NothingIn(Exception):
+    """A directory (or --files list) with no .log, index or snapshot file in it."""
+
+    def __str__(self) -> str:
+        return f"no log, index or snapshot files in {self.args[0]}"
+
+
 class _NullOut:
     def write(self, s: str) -> int:
         return len(s)
@@ -615,7 +622,10 @@ def verify_file(path: Path, args: argparse.Namespace) -> list[str] | None:
 
 
 def expand(files: str) -> list[tuple[Path, str]]:
-    """(path, name as given) for each file; a directory stands for its known files, sorted."""
+    """(path, name as given) for each file; a directory stands for its known files, sorted.
+
+    A directory with none of them stays in the list as itself, so that the caller reports it:
+    naming a place that holds nothing to dump or verify is a mistake (a typo, the wrong disk)."""
     out: list[tuple[Path, str]] = []
     for item in files.split(","):
         item = item.strip()
@@ -626,7 +636,7 @@ def expand(files: str) -> list[tuple[Path, str]]:
             kids = sorted(c for c in p.iterdir() if c.is_file() and c.name.endswith(SUFFIXES))
             order = {s: i for i, s in enumerate((".log", ".index", ".timeindex", ".txnindex", ".snapshot", ".checkpoint"))}
             kids.sort(key=lambda c: (_stem(c), order.get(c.suffix, 9)))
-            out += [(c, str(c)) for c in kids]
+            out += [(c, str(c)) for c in kids] if kids else [(p, item)]
         else:
             out.append((p, item))
     return out
@@ -636,6 +646,9 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     out = out or sys.stdout
     err = err or sys.stderr
     files = expand(args.files)
+    if not files:
+        err.write(f"kafka-sidecar: error: no files in --files {args.files!r}\n")
+        return 1
     if args.verify:
         return _verify(files, args, out, err)
     report = Report()
@@ -643,6 +656,8 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     for path, shown in files:
         out.write(f"Dumping {shown}\n")
         try:
+            if path.is_dir():
+                raise _NothingIn(shown)
             if not path.is_file():
                 raise FileNotFoundError(2, "No such file", str(path))
             name = path.name
@@ -662,6 +677,10 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
             out.flush()
             err.write(f"kafka-sidecar: error: {e.filename}: no such file\n")
             status = 1
+        except _NothingIn as e:
+            out.flush()
+            err.write(f"kafka-sidecar: error: {e}\n")
+            status = 1
         except (CorruptRecordError, OSError, ValueError) as e:
             out.flush()
             err.write(f"kafka-sidecar: error: {shown}: {e}\n")
@@ -679,7 +698,8 @@ def _verify(files: list[tuple[Path, str]], args: argparse.Namespace, out: TextIO
         try:
             if not path.exists():  # a missing file or directory is a problem, not "nothing to check"
                 raise FileNotFoundError(2, "No such file or directory", str(path))
-            problems = verify_file(path, args)
+            # expand() leaves a directory in the list only when it holds none of our files
+            problems = ["no log, index or snapshot files in this directory"] if path.is_dir() else verify_file(path, args)
         except OSError as e:
             problems = [f"cannot read: {e.strerror or e}"]
         progress.update(i + 1)
@@ -694,8 +714,8 @@ def _verify(files: list[tuple[Path, str]], args: argparse.Namespace, out: TextIO
         else:
             out.write(f"OK {shown}\n")
     progress.finish()
-    if not checked:
-        err.write(f"kafka-sidecar: error: no log, index or snapshot files in {args.files}\n")
+    if not checked:  # only files of other kinds (partition.metadata, ...): nothing was verified
+        err.write(f"kafka-sidecar: error: {_NothingIn(args.files)}\n")
         return 1
     out.write(f"verified {checked} files: {'all OK' if not bad else f'{bad} with problems'}\n")
     return 1 if bad else 0
