@@ -29,9 +29,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
     for c in [
         ConfigDef("num.partitions", "int", 1, at_least=1),
         ConfigDef("auto.create.topics.enable", "boolean", True),
+        # Kafka has no lower bound here (it starts, then refuses every topic created with the
+        # default: INVALID_REPLICATION_FACTOR); ours keeps at least 1 until server/apis/topics.py
+        # answers that way for a default below 1 (it would create the topic).
         ConfigDef("default.replication.factor", "int", 1, at_least=1),
         ConfigDef("delete.topic.enable", "boolean", True),
         ConfigDef("node.id", "int", 1, at_least=0),
+        # No bound of its own: a synonym of node.id, checked against it in BrokerConfig.load.
         ConfigDef("broker.id", "int", 1),
         ConfigDef("socket.request.max.bytes", "int", 104857600, at_least=1),
         ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, at_least=0),
@@ -42,12 +46,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("log.retention.minutes", "int", None),
         ConfigDef("log.roll.hours", "int", 168, at_least=1),
         ConfigDef("log.roll.jitter.hours", "int", 0, at_least=0),
-        ConfigDef("log.dirs", "string", None),
-        ConfigDef("log.dir", "string", "/tmp/kafka-logs"),
+        ConfigDef("log.dirs", "string", None, list_empty_ok=False),
+        ConfigDef("log.dir", "string", "/tmp/kafka-logs", list_empty_ok=False),
         # Kafka's default is PLAINTEXT://:9092 (every interface); a sidecar stays on loopback,
         # both 127.0.0.1 and ::1 (server/listeners.py).
-        ConfigDef("listeners", "string", "PLAINTEXT://localhost:9092"),
-        ConfigDef("advertised.listeners", "string", None),
+        ConfigDef("listeners", "string", "PLAINTEXT://localhost:9092", list_empty_ok=False),
+        ConfigDef("advertised.listeners", "string", None, list_empty_ok=False),
         ConfigDef("connections.max.idle.ms", "long", 600000),
         ConfigDef("max.connections", "int", 2**31 - 1, at_least=0),
         ConfigDef("group.initial.rebalance.delay.ms", "int", 3000),
@@ -61,12 +65,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("offsets.retention.minutes", "int", 10080, at_least=1),
         ConfigDef("offsets.retention.check.interval.ms", "long", 600000, at_least=1),
         ConfigDef("offset.metadata.max.bytes", "int", 4096),
-        ConfigDef("offsets.topic.replication.factor", "int", 3),
-        ConfigDef("transaction.state.log.replication.factor", "int", 3),
-        ConfigDef("transaction.state.log.min.isr", "int", 2),
-        ConfigDef("process.roles", "list", ""),
+        ConfigDef("offsets.topic.replication.factor", "short", 3, at_least=1),
+        ConfigDef("transaction.state.log.replication.factor", "short", 3, at_least=1),
+        ConfigDef("transaction.state.log.min.isr", "int", 2, at_least=1),
+        # Read from a Kafka server.properties and otherwise unused (one process, node 1).
+        ConfigDef("process.roles", "list", "", list_of=("broker", "controller"), list_empty_ok=False),
         ConfigDef("controller.quorum.voters", "list", ""),
-        ConfigDef("controller.listener.names", "list", ""),
+        ConfigDef("controller.listener.names", "list", "", list_empty_ok=False),
         ConfigDef("inter.broker.listener.name", "string", None),
         ConfigDef("listener.security.protocol.map", "string", ""),
         ConfigDef("log.cleaner.enable", "boolean", True),
@@ -103,11 +108,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("ssl.truststore.certificates", "password", None, sensitive=True),
         ConfigDef("ssl.client.auth", "string", "none", one_of=("required", "requested", "none")),
         ConfigDef("ssl.protocol", "string", "TLSv1.3"),
-        ConfigDef("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3"),
-        ConfigDef("ssl.cipher.suites", "list", ""),
+        ConfigDef("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", list_empty_ok=True),
+        ConfigDef("ssl.cipher.suites", "list", "", list_empty_ok=True),
         ConfigDef("ssl.endpoint.identification.algorithm", "string", "https"),
         ConfigDef("ssl.principal.mapping.rules", "string", "DEFAULT"),
-        ConfigDef("sasl.enabled.mechanisms", "list", "GSSAPI"),
+        ConfigDef("sasl.enabled.mechanisms", "list", "GSSAPI", list_empty_ok=True),
         ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI"),
         ConfigDef("sasl.jaas.config", "password", None, sensitive=True),
         ConfigDef("connections.max.reauth.ms", "long", 0),
@@ -117,6 +122,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
     ]
 }
 # Authentication limits of Kafka's SocketServer/SaslServerAuthenticator (server/security).
+# Kafka has no bound on sasl.server.max.receive.size (-1 is NetworkReceive's "unlimited", 0 or
+# less refuses every frame before authentication); ours keeps at least 1 until server/connection.py
+# and server/security/listener.py give -1 and 0 those meanings.
 BROKER_CONFIGS["sasl.server.max.receive.size"] = ConfigDef("sasl.server.max.receive.size", "int", 524288, at_least=1)
 BROKER_CONFIGS["connection.failed.authentication.delay.ms"] = ConfigDef(
     "connection.failed.authentication.delay.ms", "int", 100, at_least=0)
@@ -280,7 +288,54 @@ class BrokerConfig:
                 raise ConfigError(f"{e} (from {source})") from None
             cfg.values[name] = value
             cfg.sources[name] = source
+        cfg._check_node_id()
+        cfg._check_start_requirements()
         return cfg
+
+    def _where(self, *names: str) -> str:
+        """``a=1, b=2, from --override`` for error messages: the values given and their sources."""
+        given = [n for n in names if self.is_set(n)]
+        sources = list(dict.fromkeys(self.sources[n] for n in given))
+        return ", ".join([*(f"{n}={self.values[n]}" for n in given), "from " + ", ".join(sources)])
+
+    def _check_node_id(self) -> None:
+        """broker.id is a synonym of node.id (KafkaConfig.populateSynonyms): one set alone gives
+        the other its value, which then must be a valid node.id; both set must be equal."""
+        if not self.is_set("broker.id"):
+            return
+        broker_id = self.values["broker.id"]
+        if not self.is_set("node.id"):
+            try:
+                BROKER_CONFIGS["node.id"].parse(str(broker_id))
+            except ConfigError as e:
+                raise ConfigError(f"{e} ({self._where('broker.id')})") from None
+        elif broker_id != self.values["node.id"]:
+            raise ConfigError(f"You must set `node.id` to the same value as `broker.id`. ({self._where('node.id', 'broker.id')})")
+
+    def _check_start_requirements(self) -> None:
+        """KafkaConfig.validateValues' rules on the settings we know (Kafka refuses to start
+        otherwise), with its wording and where the values came from."""
+        if self.log_retention_ms() == 0:
+            name = next(n for n in ("log.retention.ms", "log.retention.minutes", "log.retention.hours") if self.is_set(n))
+            raise ConfigError(f"log.retention.ms must be unlimited (-1) or, greater than or equal to 1 ({self._where(name)})")
+        threads, buffer = self.values["log.cleaner.threads"], self.values["log.cleaner.dedupe.buffer.size"]
+        if threads == 0:  # Kafka divides by it: java.lang.ArithmeticException: / by zero
+            raise ConfigError("log.cleaner.threads must be at least 1: Kafka fails to start with 0 (/ by zero); "
+                              f"log.cleaner.enable=false turns cleaning off ({self._where('log.cleaner.threads')})")
+        if not buffer // threads > 1024 * 1024:  # (Scala truncates, Python floors: the same verdict)
+            where = self._where("log.cleaner.dedupe.buffer.size", "log.cleaner.threads")
+            raise ConfigError(f"log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread. ({where})")
+
+    def log_retention_ms(self) -> int:
+        """KafkaConfig.logRetentionTimeMillis: log.retention.ms, else .minutes, else .hours; any
+        negative value is -1 (unlimited)."""
+        if self.values.get("log.retention.ms") is not None:
+            millis = int(self.values["log.retention.ms"])
+        elif self.values.get("log.retention.minutes") is not None:
+            millis = int(self.values["log.retention.minutes"]) * 60_000
+        else:
+            millis = int(self.values["log.retention.hours"]) * 3_600_000
+        return -1 if millis < 0 else millis
 
     def effective(self) -> list[tuple[str, Any, str]]:
         """Every config we know, as (name, value, source), sorted by name."""
@@ -324,13 +379,8 @@ class BrokerConfig:
             if self.is_set(synonym):
                 out[cdef.name] = self.values[synonym]
         # Kafka's precedence for time-based settings given in coarser units.
-        if "retention.ms" not in out:
-            if self.is_set("log.retention.minutes"):
-                out["retention.ms"] = int(self.values["log.retention.minutes"]) * 60_000
-            elif self.is_set("log.retention.hours"):
-                out["retention.ms"] = int(self.values["log.retention.hours"]) * 3_600_000
-        if out.get("retention.ms", 0) < 0:
-            out["retention.ms"] = -1  # KafkaConfig.logRetentionTimeMillis: negative means unlimited
+        if any(self.is_set(n) for n in ("log.retention.ms", "log.retention.minutes", "log.retention.hours")):
+            out["retention.ms"] = self.log_retention_ms()  # negative means unlimited: -1
         if "segment.ms" not in out and self.is_set("log.roll.hours"):
             out["segment.ms"] = int(self.values["log.roll.hours"]) * 3_600_000
         if "segment.jitter.ms" not in out and self.is_set("log.roll.jitter.hours"):

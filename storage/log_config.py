@@ -132,8 +132,17 @@ class ConfigDef:
     sensitive: bool = False
     # Also allowed outside [at_least, at_most] (compression.gzip.level: 1..9 or -1).
     or_equal: Any = None
+    # Kafka's ConfigDef.ValidList (every LIST config of Kafka 4.3, and listeners, log.dirs...):
+    # None = no such validator; else whether a value that is an empty list is allowed.
+    list_empty_ok: bool | None = None
+    # Kafka's ThrottledReplicaListValidator ({leader,follower}.replication.throttled.replicas).
+    replica_list: bool = False
 
     def parse(self, value: Any) -> Any:
+        if self.list_empty_ok is not None:
+            self._check_list(value)
+        if self.replica_list:
+            self._check_replica_list(value)
         parsed = _PARSERS[self.type](self.name, value)
         # Kafka's range messages quote the parsed value (a double 2 is "2.0").
         shown = format_config_value(self.type, parsed) if self.type in ("int", "long", "short", "double") else value
@@ -154,14 +163,47 @@ class ConfigDef:
             raise ConfigError(
                 f"Invalid value {value} for configuration {self.name}: String must be one of: {', '.join(self.one_of)}"
             )
-        if self.list_of is not None:
+        if self.list_of is not None and self.list_empty_ok is None:
             items = parsed.split(",") if parsed else []
             for item in items:
                 if item not in self.list_of:
                     raise ConfigError(
-                        f"Invalid value {value} for configuration {self.name}: String must be one of: {', '.join(self.list_of)}"
+                        f"Invalid value {item} for configuration {self.name}: String must be one of: {', '.join(self.list_of)}"
                     )
         return parsed
+
+    def _check_list(self, value: Any) -> None:
+        """Kafka 4.3's ValidList.ensureValid, in its order, on the list as Kafka parses it (split
+        at commas with the blanks around them; blank text is the empty list): an empty list, then
+        duplicates, then each element in turn: empty (``a,,b``), or not one of ``list_of``."""
+        text = str(value).strip()
+        items = _LIST_SEPARATOR.split(text) if text else []
+        if not items and not self.list_empty_ok:
+            allowed = f"[{', '.join(self.list_of)}]" if self.list_of else "any non-empty value"
+            raise ConfigError(f"Configuration '{self.name}' must not be empty. Valid values include: {allowed}")
+        if len(set(items)) != len(items):
+            raise ConfigError(f"Configuration '{self.name}' values must not be duplicated.")
+        for item in items:
+            if not item:
+                raise ConfigError(f"Configuration '{self.name}' values must not be empty.")
+            if self.list_of is not None and item not in self.list_of:
+                raise ConfigError(
+                    f"Invalid value {item} for configuration {self.name}: String must be one of: {', '.join(self.list_of)}"
+                )
+
+    def _check_replica_list(self, value: Any) -> None:
+        """``*`` or ``partition:broker`` entries (empty ones pass, as in Kafka's regex)."""
+        text = str(value).strip()
+        items = _LIST_SEPARATOR.split(text) if text else []
+        if not (all(_REPLICA.fullmatch(i) for i in items) or "".join(items) == "*"):
+            raise ConfigError(
+                f"Invalid value [{', '.join(items)}] for configuration {self.name}: {self.name} must be the literal '*' "
+                "or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+            )
+
+
+_LIST_SEPARATOR = re.compile(r"\s*,\s*")  # Kafka's ConfigDef.COMMA_WITH_WHITESPACE
+_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
 
 
 def _d(name: str, type_: str, default: Any, synonym: str | None = None, **kw: Any) -> ConfigDef:
@@ -174,7 +216,7 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
     c.name: c
     for c in [
-        _d("cleanup.policy", "list", "delete", "log.cleanup.policy", list_of=("compact", "delete")),
+        _d("cleanup.policy", "list", "delete", "log.cleanup.policy", list_of=("compact", "delete"), list_empty_ok=True),
         _d("compression.gzip.level", "int", -1, "compression.gzip.level", at_least=1, at_most=9, or_equal=-1),
         _d("compression.lz4.level", "int", 9, "compression.lz4.level", at_least=1, at_most=17),
         _d("compression.type", "string", "producer", "compression.type", one_of=COMPRESSION_TYPES),
@@ -183,9 +225,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _d("file.delete.delay.ms", "long", 60000, "log.segment.delete.delay.ms", at_least=0),
         _d("flush.messages", "long", LONG_MAX, "log.flush.interval.messages", at_least=1),
         _d("flush.ms", "long", LONG_MAX, "log.flush.interval.ms", at_least=0),
-        _d("follower.replication.throttled.replicas", "list", "", "follower.replication.throttled.replicas"),
+        _d("follower.replication.throttled.replicas", "list", "", "follower.replication.throttled.replicas", replica_list=True),
         _d("index.interval.bytes", "int", 4096, "log.index.interval.bytes", at_least=0),
-        _d("leader.replication.throttled.replicas", "list", "", "leader.replication.throttled.replicas"),
+        _d("leader.replication.throttled.replicas", "list", "", "leader.replication.throttled.replicas", replica_list=True),
         _d("local.retention.bytes", "long", -2, "log.local.retention.bytes", at_least=-2),
         _d("local.retention.ms", "long", -2, "log.local.retention.ms", at_least=-2),
         _d("max.compaction.lag.ms", "long", LONG_MAX, "log.cleaner.max.compaction.lag.ms", at_least=1),
@@ -251,17 +293,25 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
 def dynamic_log_defaults(layers: list[Mapping[str, str]]) -> dict[str, Any]:
     """Topic config defaults that dynamic broker configs set (``log.retention.ms`` ->
     ``retention.ms`` ...); ``layers`` highest precedence first (this broker's, then the
-    cluster-wide defaults). Values that no longer parse are skipped."""
+    cluster-wide defaults). Values that no longer parse are skipped. A negative
+    ``log.retention.ms`` is -1, unlimited (KafkaConfig.logRetentionTimeMillis: the broker-level
+    setting has no lower bound, the topic's retention.ms at least -1)."""
     out: dict[str, Any] = {}
     for name, synonym in TOPIC_CONFIG_SYNONYMS.items():
+        cdef = _BROKER_RETENTION_MS if synonym == "log.retention.ms" else TOPIC_CONFIGS[name]
         for layer in layers:
             if synonym in layer:
                 try:
-                    out[name] = TOPIC_CONFIGS[name].parse(layer[synonym])
+                    out[name] = cdef.parse(layer[synonym])
                 except ConfigError:
                     continue
+                if synonym == "log.retention.ms" and out[name] < 0:
+                    out[name] = -1
                 break
     return out
+
+
+_BROKER_RETENTION_MS = ConfigDef("log.retention.ms", "long", None)
 
 
 class LogConfig:

@@ -41,7 +41,7 @@ def test_format_config_value():
     ({"segment.bytes": str(2**31)}, f"Invalid value {2**31} for configuration segment.bytes: Not a number of type INT"),
     ({"segment.bytes": "10"}, "Invalid value 10 for configuration segment.bytes: Value must be at least 14"),
     ({"compression.gzip.level": "0"}, "Invalid value 0 for configuration compression.gzip.level: Value must be between 1 and 9 or equal to -1"),
-    ({"cleanup.policy": "compact,bogus"}, "Invalid value compact,bogus for configuration cleanup.policy: String must be one of: compact, delete"),
+    ({"cleanup.policy": "compact,bogus"}, "Invalid value bogus for configuration cleanup.policy: String must be one of: compact, delete"),
     # Every name is checked before any value (Kafka's LogConfig.validate).
     ({"retention.ms": "abc", "no.such.config": "1"}, "Unknown topic config name: no.such.config"),
 ])
