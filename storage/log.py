@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import random
 import shutil
 import struct
 import threading
@@ -97,6 +98,8 @@ class Log:
         # locking; writers (append, roll, retention, truncation) hold ``lock``.
         self._view: tuple[list[LogSegment], list[int]] = ([], [])
         self.lock = threading.RLock()
+        # (active segment's base offset, its roll jitter, (segment.jitter.ms, segment.ms) drawn for)
+        self._jitter_drawn: tuple[int, int, tuple[int, int]] | None = None
         self.unflushed_messages = 0
         # Largest delete horizon the cleaner wrote (-1: none); tells it when tombstones expire.
         self.latest_delete_horizon = -1
@@ -494,7 +497,18 @@ class Log:
         return seg
 
     def _roll_jitter(self) -> int:
-        return 0 if self.config.segment_jitter_ms <= 0 else hash((self.topic, self.partition)) % self.config.segment_jitter_ms
+        """The active segment's roll jitter: drawn once per segment, below min(segment.jitter.ms,
+        segment.ms) (Kafka's LogConfig.randomSegmentJitter), so a jitter larger than segment.ms
+        cannot make every append roll."""
+        jitter, segment_ms = self.config.segment_jitter_ms, self.config.segment_ms
+        if jitter <= 0:
+            return 0
+        base = self.active_segment.base_offset
+        drawn = self._jitter_drawn
+        if drawn is None or drawn[0] != base or drawn[2] != (jitter, segment_ms):
+            drawn = (base, random.randrange(max(1, min(jitter, segment_ms))), (jitter, segment_ms))
+            self._jitter_drawn = drawn
+        return drawn[1]
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset."""

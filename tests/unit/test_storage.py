@@ -425,6 +425,23 @@ def test_roll_on_segment_bytes_for_a_multi_batch_produce(tmp_path):
         lg.close()
 
 
+def test_segment_jitter_larger_than_segment_ms_does_not_roll_every_append(tmp_path):
+    """Kafka draws each segment's jitter below min(segment.jitter.ms, segment.ms): with a jitter
+    far larger than segment.ms, appends close together stay in one segment (they rolled every
+    time when the jitter was taken modulo segment.jitter.ms alone)."""
+    lg = new_log(tmp_path / "t-0", segment_ms=60_000, segment_jitter_ms=10_000_000)
+    try:
+        for i in range(4):
+            append(lg, batch(1, TS0 + i), now_ms=TS0 + i)
+        assert [s.base_offset for s in lg.segments] == [0]
+        jitter = lg._roll_jitter()
+        assert 0 <= jitter < 60_000 and lg._roll_jitter() == jitter  # one draw per segment
+        append(lg, batch(1, TS0 + 60_001), now_ms=TS0 + 60_001)  # past segment.ms: rolls whatever the jitter
+        assert [s.base_offset for s in lg.segments] == [0, 4]
+    finally:
+        lg.close()
+
+
 def test_roll_on_segment_ms_compares_record_timestamps(tmp_path):
     far_future = TS0 + 365 * 86_400_000  # wall clock: irrelevant when records have timestamps
     lg = new_log(tmp_path / "t-0", segment_ms=1000)
