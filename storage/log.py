@@ -492,7 +492,7 @@ class Log:
 
     def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int) -> LogSegment:
         seg = self.active_segment
-        if seg.should_roll(messages_size, max_timestamp, max_offset, self.config.segment_bytes, self.config.segment_ms - self._roll_jitter(), now_ms):
+        if seg.should_roll(messages_size, max_timestamp, max_offset, self.config.segment_bytes, self.config.max_segment_ms - self._roll_jitter(), now_ms):
             return self._roll()
         return seg
 

@@ -345,6 +345,15 @@ class LogConfig:
         return "compact" in self.cleanup_policy.split(",")
 
     @property
+    def max_segment_ms(self) -> int:
+        """How long a segment may stay active (Kafka's LogConfig.maxSegmentMs): segment.ms, or
+        max.compaction.lag.ms when smaller on a compacted topic, so the lag guarantee holds."""
+        max_lag = self.values["max.compaction.lag.ms"]
+        if self.compact and max_lag > 0:
+            return min(max_lag, self.segment_ms)
+        return self.segment_ms
+
+    @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy.split(",")
 

@@ -442,6 +442,21 @@ def test_segment_jitter_larger_than_segment_ms_does_not_roll_every_append(tmp_pa
         lg.close()
 
 
+def test_compacted_topics_roll_at_max_compaction_lag(tmp_path):
+    """Kafka's LogConfig.maxSegmentMs: a compacted topic's active segment rolls after
+    min(segment.ms, max.compaction.lag.ms), so its records become cleanable in time; a delete
+    topic ignores max.compaction.lag.ms."""
+    for policy, expected in (("compact", [0, 2]), ("delete", [0])):
+        lg = new_log(tmp_path / f"{policy}-0", cleanup_policy=policy, max_compaction_lag_ms=3000)
+        try:
+            append(lg, batch(1, TS0), now_ms=TS0)
+            append(lg, batch(1, TS0 + 3000), now_ms=TS0 + 3000)  # waited exactly the lag: no roll
+            append(lg, batch(1, TS0 + 3001), now_ms=TS0 + 3001)
+            assert [s.base_offset for s in lg.segments] == expected, policy
+        finally:
+            lg.close()
+
+
 def test_roll_on_segment_ms_compares_record_timestamps(tmp_path):
     far_future = TS0 + 365 * 86_400_000  # wall clock: irrelevant when records have timestamps
     lg = new_log(tmp_path / "t-0", segment_ms=1000)
