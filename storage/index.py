@@ -9,6 +9,8 @@ or the log is closed.
   int32 file position), in increasing offset order.
 - ``.timeindex``: 12-byte entries (int64 timestamp, int32 relative offset),
   timestamps strictly increasing.
+
+The entry layouts are ``formats.py``'s (shared with the read-only readers of tools).
 """
 
 from __future__ import annotations
@@ -18,8 +20,7 @@ import os
 import struct
 from pathlib import Path
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
+from .formats import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
 
 
 class _Index:
@@ -116,7 +117,7 @@ class _Index:
 
 
 class OffsetIndex(_Index):
-    entry = _OFFSET_ENTRY
+    entry = OFFSET_INDEX_ENTRY
 
     def _is_padding(self, a: int, b: int) -> bool:
         # Position 0 is never indexed: an entry is added only after
@@ -152,7 +153,7 @@ class OffsetIndex(_Index):
 
 
 class TimeIndex(_Index):
-    entry = _TIME_ENTRY
+    entry = TIME_INDEX_ENTRY
 
     def _is_padding(self, a: int, b: int) -> bool:
         # A preallocated, never-written file: timestamp 0 at the base offset.

@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import crc32c
 from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
     INVALID_PRODUCER_EPOCH,
     INVALID_TXN_STATE,
@@ -40,14 +38,12 @@ from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
 )
 from kafka_sidecar.protocol.record_batch import INT_MAX, NO_SEQUENCE, BatchHeader
 
+from .formats import PRODUCER_SNAPSHOT_VERSION, encode_producer_snapshot, read_producer_snapshot
+
 log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".snapshot"
-SNAPSHOT_VERSION = 1
-_SNAPSHOT_HEAD = struct.Struct(">hI")
-_COUNT = struct.Struct(">i")
-# producerId, epoch, lastSequence, lastOffset, offsetDelta, timestamp, coordinatorEpoch, currentTxnFirstOffset
-_ENTRY = struct.Struct(">qhiqiqiq")
+SNAPSHOT_VERSION = PRODUCER_SNAPSHOT_VERSION  # the layouts are formats.py's
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
@@ -275,13 +271,13 @@ class ProducerStateManager:
     # ---- snapshots ----------------------------------------------------------------------
 
     def encode_snapshot(self) -> bytes:
-        body = bytearray(_COUNT.pack(len(self.producers)))
+        rows = []
         for pid in sorted(self.producers):
             e = self.producers[pid]
             last = e.batches[-1] if e.batches else BatchMetadata(NO_SEQUENCE, NO_SEQUENCE, -1, 0, e.last_timestamp)
-            body += _ENTRY.pack(pid, e.producer_epoch, last.last_seq, last.last_offset, last.offset_delta, e.last_timestamp,
-                               e.coordinator_epoch, e.current_txn_first_offset)
-        return _SNAPSHOT_HEAD.pack(SNAPSHOT_VERSION, crc32c.crc32c(bytes(body))) + bytes(body)
+            rows.append((pid, e.producer_epoch, last.last_seq, last.last_offset, last.offset_delta, e.last_timestamp,
+                         e.coordinator_epoch, e.current_txn_first_offset))
+        return encode_producer_snapshot(rows)
 
     def take_snapshot(self, offset: int, sync: bool = False) -> None:
         """Write ``<offset>.snapshot`` (tmp + rename, fsync when ``sync``)."""
@@ -302,19 +298,10 @@ class ProducerStateManager:
         """Replace the state with snapshot ``offset``; False (and the file removed) if it is corrupt."""
         path = snapshot_path(self.dir, offset)
         try:
-            data = path.read_bytes()
-            version, crc = _SNAPSHOT_HEAD.unpack_from(data, 0)
-            if version != SNAPSHOT_VERSION:
-                raise ValueError(f"unknown snapshot version {version}")
-            if crc32c.crc32c(data[_SNAPSHOT_HEAD.size :]) != crc:
-                raise ValueError("CRC mismatch")
-            (count,) = _COUNT.unpack_from(data, _SNAPSHOT_HEAD.size)
-            pos = _SNAPSHOT_HEAD.size + _COUNT.size
-            if len(data) != pos + count * _ENTRY.size:
-                raise ValueError(f"{len(data)} bytes for {count} entries")
+            entries = read_producer_snapshot(path)
             producers: dict[int, ProducerStateEntry] = {}
             ongoing: dict[int, int] = {}
-            for pid, epoch, last_seq, last_offset, delta, ts, coord, txn_first in _ENTRY.iter_unpack(data[pos:]):
+            for pid, epoch, last_seq, last_offset, delta, ts, coord, txn_first in entries:
                 e = ProducerStateEntry(pid, epoch, coord, ts)
                 if txn_first >= 0:
                     e.current_txn_first_offset = txn_first
@@ -323,7 +310,7 @@ class ProducerStateManager:
                     first_seq = NO_SEQUENCE if last_seq == NO_SEQUENCE else (last_seq - delta) % (INT_MAX + 1)
                     e.batches.append(BatchMetadata(first_seq, last_seq, last_offset, delta, ts))
                 producers[pid] = e
-        except (OSError, ValueError, struct.error) as e:
+        except (OSError, ValueError) as e:  # ProducerSnapshotError is a ValueError
             log.warning("%s: ignoring producer snapshot %s (%s); state is rebuilt from the log", self.topic_partition, path.name, e)
             path.unlink(missing_ok=True)
             return False

@@ -4,23 +4,23 @@ Each entry is Kafka's AbortedTxn, 34 bytes: version int16 (0), producerId int64,
 firstOffset int64, lastOffset int64 (the offset of the ABORT marker),
 lastStableOffset int64 (the LSO right after the marker was written). An entry
 goes into the index of the segment holding the marker. As in Kafka the file is
-created only when the first entry is appended; entries' last offsets increase.
+created only when the first entry is appended; entries' last offsets increase. The entry
+layout is ``formats.py``'s ABORTED_TXN_ENTRY.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import struct
 from pathlib import Path
 from typing import NamedTuple
+
+from .formats import ABORTED_TXN_ENTRY, ABORTED_TXN_VERSION, read_file, unpack_entries
 
 log = logging.getLogger(__name__)
 
 TXN_INDEX_SUFFIX = ".txnindex"
-ABORTED_TXN_VERSION = 0
-_ENTRY = struct.Struct(">hqqqq")
-ENTRY_SIZE = _ENTRY.size  # 34
+ENTRY_SIZE = ABORTED_TXN_ENTRY.size  # 34
 
 
 class AbortedTxn(NamedTuple):
@@ -30,7 +30,7 @@ class AbortedTxn(NamedTuple):
     last_stable_offset: int
 
     def encode(self) -> bytes:
-        return _ENTRY.pack(ABORTED_TXN_VERSION, self.producer_id, self.first_offset, self.last_offset, self.last_stable_offset)
+        return ABORTED_TXN_ENTRY.pack(ABORTED_TXN_VERSION, self.producer_id, self.first_offset, self.last_offset, self.last_stable_offset)
 
 
 class TransactionIndex:
@@ -44,14 +44,13 @@ class TransactionIndex:
 
     def _load(self) -> None:
         try:
-            data = self.path.read_bytes()
+            data = read_file(self.path)
         except FileNotFoundError:
             return
-        whole = len(data) - len(data) % ENTRY_SIZE
-        if whole != len(data):
+        if len(data) % ENTRY_SIZE:
             self.load_problem = f"{len(data)} bytes is not a whole number of {ENTRY_SIZE}-byte entries"
         prev = -1
-        for version, pid, first, last, lso in _ENTRY.iter_unpack(data[:whole]):
+        for version, pid, first, last, lso in unpack_entries(data, ABORTED_TXN_ENTRY):
             if version != ABORTED_TXN_VERSION or last < first or last <= prev:
                 self.load_problem = f"bad entry (version {version}, producer {pid}, offsets {first}..{last})"
                 break

@@ -23,7 +23,8 @@ a last time index entry holding the segment's largest timestamp.
 
 PATH is a data dir, a partition dir or a ``.log`` file; exit status 1 when a
 problem was found. Synchronous and read-only: safe on a live server's files
-(a segment changing underneath may be reported; check again).
+(a segment changing underneath may be reported; check again). Files are read with
+``formats.py``'s read-only readers and layouts.
 """
 
 from __future__ import annotations
@@ -42,8 +43,15 @@ from kafka_sidecar.protocol.record_batch import (
     read_header,
 )
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
+from .formats import (
+    ABORTED_TXN_ENTRY,
+    ABORTED_TXN_VERSION,
+    OFFSET_INDEX_ENTRY,
+    TIME_INDEX_ENTRY,
+    read_file,
+    split_padding,
+    unpack_entries,
+)
 
 
 @dataclass
@@ -102,18 +110,12 @@ def _entries(raw: bytes, entry: struct.Struct, name: str, report: SegmentReport)
     """The entries of an index file up to the zero padding; a problem if anything but zeros follows."""
     if len(raw) % entry.size:
         report.problems.append(f"{name}: size {len(raw)} is not a multiple of {entry.size} (a torn entry)")
-    out: list[tuple[int, int]] = []
-    usable = len(raw) - len(raw) % entry.size
-    for i in range(0, usable, entry.size):
-        a, b = entry.unpack_from(raw, i)
-        if a == 0 and b == 0:
-            rest = raw[i:usable]
-            if rest.count(0) != len(rest):
-                report.problems.append(f"{name}: non-zero data after the zero entry at byte {i}")
-            report.index_padding = True
-            break
-        out.append((a, b))
-    return out
+    out, padding = split_padding(unpack_entries(raw, entry))
+    if padding:
+        if any(any(e) for e in padding):
+            report.problems.append(f"{name}: non-zero data after the zero entry at byte {len(out) * entry.size}")
+        report.index_padding = True
+    return out  # type: ignore[return-value]
 
 
 def verify_segment(log_path: Path, *, next_base: int | None = None, check_crc: bool = True, strict: bool = False) -> SegmentReport:
@@ -121,7 +123,7 @@ def verify_segment(log_path: Path, *, next_base: int | None = None, check_crc: b
     log_path = Path(log_path)
     base = int(log_path.name.split(".")[0])
     report = SegmentReport(log_path, base, next_offset=base)
-    data = log_path.read_bytes()
+    data = read_file(log_path)
     batches = _read_batches(data, base, check_crc, report)
     report.batches = len(batches)
     if batches:
@@ -133,8 +135,8 @@ def verify_segment(log_path: Path, *, next_base: int | None = None, check_crc: b
 
     index_path = log_path.with_suffix(".index")
     if index_path.exists():
-        raw = index_path.read_bytes()
-        entries = _entries(raw, _OFFSET_ENTRY, index_path.name, report)
+        raw = read_file(index_path)
+        entries = _entries(raw, OFFSET_INDEX_ENTRY, index_path.name, report)
         if strict and report.index_padding:
             report.problems.append(f"{index_path.name}: not trimmed ({len(raw)} bytes for {len(entries)} entries)")
         report.index_entries = len(entries)
@@ -155,10 +157,10 @@ def verify_segment(log_path: Path, *, next_base: int | None = None, check_crc: b
 
     time_path = log_path.with_suffix(".timeindex")
     if time_path.exists():
-        raw = time_path.read_bytes()
+        raw = read_file(time_path)
         padding_before = report.index_padding
         report.index_padding = False
-        entries = _entries(raw, _TIME_ENTRY, time_path.name, report)
+        entries = _entries(raw, TIME_INDEX_ENTRY, time_path.name, report)
         if strict and report.index_padding:
             report.problems.append(f"{time_path.name}: not trimmed ({len(raw)} bytes for {len(entries)} entries)")
         report.index_padding = report.index_padding or padding_before
@@ -192,20 +194,17 @@ def verify_segment(log_path: Path, *, next_base: int | None = None, check_crc: b
     return report
 
 
-_ABORTED_TXN = struct.Struct(">hqqqq")
-
-
 def _verify_txn_index(path: Path, batches: list[_Batch], report: SegmentReport) -> None:
     """Kafka's TransactionIndex.sanityCheck, and that each entry names an ABORT marker here."""
     if not path.exists():
         return  # created only when the segment has an aborted transaction
-    raw = path.read_bytes()
-    if len(raw) % _ABORTED_TXN.size:
-        report.problems.append(f"{path.name}: size {len(raw)} is not a multiple of {_ABORTED_TXN.size} (a torn entry)")
+    raw = read_file(path)
+    if len(raw) % ABORTED_TXN_ENTRY.size:
+        report.problems.append(f"{path.name}: size {len(raw)} is not a multiple of {ABORTED_TXN_ENTRY.size} (a torn entry)")
     markers = {b.base_offset for b in batches if b.is_control}
     prev = -1
-    for version, pid, first, last, _lso in _ABORTED_TXN.iter_unpack(raw[: len(raw) - len(raw) % _ABORTED_TXN.size]):
-        if version != 0 or first > last or last <= prev:
+    for version, pid, first, last, _lso in unpack_entries(raw, ABORTED_TXN_ENTRY):
+        if version != ABORTED_TXN_VERSION or first > last or last <= prev:
             report.problems.append(f"{path.name}: bad entry (version {version}, producer {pid}, offsets {first}..{last})")
         elif last not in markers:
             report.problems.append(f"{path.name}: entry of producer {pid} ends at {last}, which is not a control batch of the segment")

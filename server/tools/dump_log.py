@@ -35,26 +35,33 @@ from typing import TextIO
 import crc32c
 from kafka_sidecar.protocol.compression import CODEC_NAMES
 from kafka_sidecar.protocol.record_batch import (
-    BATCH_HEADER,
+    ATTRIBUTES_POS,
+    BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
     CONTROL_MASK,
     DELETE_HORIZON_MASK,
     LOG_OVERHEAD,
+    MAGIC_POS,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     increment_sequence,
+    read_header,
 )
 from kafka_sidecar.protocol.records import CorruptRecordError, decode_batches
+from kafka_sidecar.storage import formats
+from kafka_sidecar.storage.formats import (
+    ABORTED_TXN_ENTRY,
+    LOG_ENTRY_HEADER,
+    OFFSET_INDEX_ENTRY,
+    TIME_INDEX_ENTRY,
+    ProducerSnapshotError,
+    read_producer_snapshot,
+)
 
 from ..logging_setup import Progress
 
 INT_MAX = 2**31 - 1
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
-_SNAPSHOT_HEAD = struct.Struct(">hI")
-_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
-_TXN_ENTRY = struct.Struct(">hqqqq")
-HEADER_SIZE_UP_TO_MAGIC = 17
+HEADER_SIZE_UP_TO_MAGIC = MAGIC_POS + 1
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
                  5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
 SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".checkpoint")
@@ -160,25 +167,25 @@ class SegmentFile:
         pos = start
         data = self.data
         while pos + HEADER_SIZE_UP_TO_MAGIC < end:
-            base_offset, length = struct.unpack_from(">qi", data, pos)
+            base_offset, length = LOG_ENTRY_HEADER.unpack_from(data, pos)
             if length < 14:
                 raise CorruptRecordError(f"Found record size {length} smaller than minimum record overhead (14) in file {self.path}.")
             if pos + LOG_OVERHEAD + length > end:
                 return
-            magic = data[pos + 16]
+            magic = data[pos + MAGIC_POS]
             if magic < 2:
                 yield Batch(pos, base_offset, length, -1, magic, 0, 0, 0, -1, -1, -1, -1, -1, -1)
-            elif pos + BATCH_HEADER.size > end:
+            elif pos + BATCH_HEADER_SIZE > end:
                 return
             else:
-                yield Batch(pos, *BATCH_HEADER.unpack_from(data, pos))
+                yield Batch(pos, *read_header(data, pos))
             pos += LOG_OVERHEAD + length
 
     def batch_bytes(self, b: Batch) -> bytes:
         return bytes(self.data[b.position:b.position + b.size])
 
     def crc_ok(self, b: Batch) -> bool:
-        return crc32c.crc32c(self.data[b.position + 21:b.position + b.size]) == b.crc
+        return crc32c.crc32c(self.data[b.position + ATTRIBUTES_POS:b.position + b.size]) == b.crc
 
 
 @dataclass
@@ -341,17 +348,11 @@ def dump_log(path: Path, shown: str, args: argparse.Namespace, out: TextIO, repo
 # ---- indexes --------------------------------------------------------------------------------
 
 
-def _index_entries(path: Path, entry: struct.Struct) -> list[tuple[int, int]]:
-    data = path.read_bytes()
-    n = len(data) // entry.size
-    return [entry.unpack_from(data, i * entry.size) for i in range(n)]
-
-
 def read_offset_index(path: Path) -> list[tuple[int, int]]:
     """(absolute offset, position) entries up to the first zero (sparse) entry, as Kafka reads."""
     base = _base_offset(path)
     out = []
-    for i, (rel, pos) in enumerate(_index_entries(path, _OFFSET_ENTRY)):
+    for i, (rel, pos) in enumerate(formats.read_offset_index(path)):
         if rel == 0 and i > 0:
             break
         out.append((base + rel, pos))
@@ -362,7 +363,7 @@ def read_time_index(path: Path) -> list[tuple[int, int]]:
     """(timestamp, absolute offset) entries up to the first zero-offset entry after the first."""
     base = _base_offset(path)
     out = []
-    for i, (ts, rel) in enumerate(_index_entries(path, _TIME_ENTRY)):
+    for i, (ts, rel) in enumerate(formats.read_time_index(path)):
         if rel == 0 and i > 0:
             break
         out.append((ts, base + rel))
@@ -385,7 +386,7 @@ def _log_for(path: Path) -> Path:
 
 def dump_index(path: Path, shown: str, args: argparse.Namespace, out: TextIO, report: Report) -> None:
     entries = read_offset_index(path)
-    if not entries or (path.stat().st_size // 8) == 0:
+    if not entries or (path.stat().st_size // OFFSET_INDEX_ENTRY.size) == 0:
         out.write(f"{shown} is empty.\n")
         return
     if args.index_sanity_check:
@@ -408,8 +409,10 @@ def dump_index(path: Path, shown: str, args: argparse.Namespace, out: TextIO, re
 
 def _sanity_check_offset_index(path: Path, entries: list[tuple[int, int]]) -> None:
     size = path.stat().st_size
-    if size % 8:
-        raise CorruptRecordError(f"Index file {path.name} is corrupt, found {size} bytes which is neither positive nor a multiple of 8.")
+    if size % OFFSET_INDEX_ENTRY.size:
+        raise CorruptRecordError(
+            f"Index file {path.name} is corrupt, found {size} bytes which is neither positive nor a multiple of {OFFSET_INDEX_ENTRY.size}."
+        )
     base = _base_offset(path)
     if entries and len(entries) > 1 and entries[-1][0] < base:
         raise CorruptRecordError(f"Corrupt index found, index file ({path}) has non-zero size but the last offset is {entries[-1][0]} which is less than the base offset {base}.")
@@ -454,32 +457,10 @@ def dump_time_index(path: Path, shown: str, args: argparse.Namespace, out: TextI
 # ---- snapshots and transaction indexes --------------------------------------------------------
 
 
-class SnapshotError(ValueError):
-    pass
-
-
-def read_snapshot(path: Path) -> list[tuple[int, ...]]:
-    """Producer snapshot entries (Kafka's ProducerStateManager.readSnapshot, with its errors)."""
-    data = path.read_bytes()
-    if len(data) < _SNAPSHOT_HEAD.size + 4:
-        raise SnapshotError(f"Snapshot file {path} is too short ({len(data)} bytes)")
-    version, crc = _SNAPSHOT_HEAD.unpack_from(data, 0)
-    if version != 1:
-        raise SnapshotError(f"Snapshot contained an unknown file version {version}")
-    computed = crc32c.crc32c(data[_SNAPSHOT_HEAD.size:])
-    if computed != crc:
-        raise SnapshotError(f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. Computed crc: {computed}")
-    (count,) = struct.unpack_from(">i", data, _SNAPSHOT_HEAD.size)
-    pos = _SNAPSHOT_HEAD.size + 4
-    if len(data) != pos + count * _SNAPSHOT_ENTRY.size:
-        raise SnapshotError(f"Snapshot {path} holds {len(data) - pos} bytes of entries for {count} entries")
-    return [_SNAPSHOT_ENTRY.unpack_from(data, pos + i * _SNAPSHOT_ENTRY.size) for i in range(count)]
-
-
 def dump_snapshot(path: Path, shown: str, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     try:
-        entries = read_snapshot(path)
-    except SnapshotError as e:
+        entries = read_producer_snapshot(path)
+    except ProducerSnapshotError as e:
         err.write(f"{e}\n")
         return
     for pid, epoch, last_seq, last_offset, delta, ts, coord, txn_first in entries:
@@ -493,9 +474,7 @@ def dump_snapshot(path: Path, shown: str, args: argparse.Namespace, out: TextIO,
 
 
 def dump_txn_index(path: Path, out: TextIO) -> None:
-    data = path.read_bytes()
-    for i in range(len(data) // _TXN_ENTRY.size):
-        version, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, i * _TXN_ENTRY.size)
+    for version, pid, first, last, lso in formats.read_txn_index(path):
         out.write(f"version: {version} producerId: {pid} firstOffset: {first} lastOffset: {last} lastStableOffset: {lso}\n")
 
 
@@ -515,7 +494,7 @@ def verify_log(path: Path) -> list[str]:
                     problems.append(f"{where}: message format v{b.magic} (only v2 is verified)")
                     continue
                 if not f.crc_ok(b):
-                    problems.append(f"{where}: CRC-32C mismatch (stored {b.crc}, computed {crc32c.crc32c(f.data[b.position + 21:b.position + b.size])})")
+                    problems.append(f"{where}: CRC-32C mismatch (stored {b.crc}, computed {crc32c.crc32c(f.data[b.position + ATTRIBUTES_POS:b.position + b.size])})")
                     continue
                 if prev_last is not None and b.base_offset <= prev_last:
                     problems.append(f"{where}: offsets go backwards (previous batch ended at {prev_last})")
@@ -542,10 +521,10 @@ def verify_log(path: Path) -> list[str]:
 def verify_index(path: Path, max_message_size: int) -> list[str]:
     problems: list[str] = []
     size = path.stat().st_size
-    if size % 8:
-        problems.append(f"size {size} is not a multiple of 8")
+    if size % OFFSET_INDEX_ENTRY.size:
+        problems.append(f"size {size} is not a multiple of {OFFSET_INDEX_ENTRY.size}")
     entries = read_offset_index(path)
-    if entries and entries[0] == (_base_offset(path), 0) and path.read_bytes()[:8] == bytes(8):
+    if entries and entries[0] == (_base_offset(path), 0):  # the entry on disk is (0, 0)
         entries = []  # an all-zero (preallocated, unused) index: padding, not an entry
     if not _log_for(path).exists():
         return problems + ([f"no {_log_for(path).name} beside it"] if entries else [])
@@ -567,11 +546,11 @@ def verify_index(path: Path, max_message_size: int) -> list[str]:
 
 def verify_time_index(path: Path) -> list[str]:
     size = path.stat().st_size
-    problems = [f"size {size} is not a multiple of 12"] if size % 12 else []
+    problems = [f"size {size} is not a multiple of {TIME_INDEX_ENTRY.size}"] if size % TIME_INDEX_ENTRY.size else []
     if not _log_for(path).exists():
         return problems
     with open(path, "rb") as f:
-        if f.read(12) in (b"", bytes(12)):
+        if f.read(TIME_INDEX_ENTRY.size) in (b"", bytes(TIME_INDEX_ENTRY.size)):
             return problems  # empty, or preallocated and unused: nothing indexed yet
     report = Report()
     ns = argparse.Namespace(index_sanity_check=False, verify_index_only=True)
@@ -584,8 +563,8 @@ def verify_time_index(path: Path) -> list[str]:
 
 def verify_snapshot(path: Path) -> list[str]:
     try:
-        read_snapshot(path)
-    except SnapshotError as e:
+        read_producer_snapshot(path)
+    except ProducerSnapshotError as e:
         return [str(e)]
     return []
 
@@ -614,7 +593,7 @@ def verify_file(path: Path, args: argparse.Namespace) -> list[str] | None:
         return verify_snapshot(path)
     if name.endswith(".txnindex"):
         size = path.stat().st_size
-        return [f"size {size} is not a multiple of {_TXN_ENTRY.size}"] if size % _TXN_ENTRY.size else []
+        return [f"size {size} is not a multiple of {ABORTED_TXN_ENTRY.size}"] if size % ABORTED_TXN_ENTRY.size else []
     return None
 
 
