@@ -7,6 +7,8 @@ were deleted by DeleteRecords or retention and must not be returned, even
 while their segment files are still on disk). Files are only ever opened for
 reading: a running broker's directory can be read, and indexes are not
 trusted beyond their valid entries (a preallocated active index ends in zeros).
+The layouts and read-only readers are the broker's own (``kafka_sidecar.storage.formats``);
+no broker is needed.
 """
 
 from __future__ import annotations
@@ -14,21 +16,24 @@ from __future__ import annotations
 import bisect
 import os
 import re
-import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_sidecar.protocol.record_batch import CONTROL_MASK, BatchHeader
+from kafka_sidecar.storage.formats import (
+    READ_CHUNK,
+    iter_log_batches,
+    read_offset_index,
+    read_time_index,
+    split_padding,
+)
 
-from ._records import Columns, decode_into, iter_batches, new_columns
+from ._records import Columns, decode_into, new_columns
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>\d+)$")
 _SEGMENT = re.compile(r"^(\d{20})\.log$")
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
-READ_CHUNK = 8 << 20
 # KRaft's metadata log is not a topic consumers can read.
 NOT_TOPICS = {"__cluster_metadata"}
 
@@ -109,23 +114,22 @@ def segments(pd: PartitionDir) -> list[Segment]:
     return out
 
 
-def _read_entries(path: str, entry: struct.Struct) -> list[tuple[int, int]]:
+def _read_entries(path: str, reader: Callable[[str], list[tuple[int, int]]]) -> list[tuple[int, int]]:
+    """Whole entries before the zero padding; none when the index is missing."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        entries = reader(path)
     except FileNotFoundError:
         return []
-    data = data[: len(data) - len(data) % entry.size]
-    return list(entry.iter_unpack(data))
+    return split_padding(entries)[0]  # type: ignore[return-value]
 
 
 def offset_index(seg: Segment) -> tuple[list[int], list[int]]:
     """(absolute offsets, positions) of the valid ``.index`` entries."""
     offsets: list[int] = []
     positions: list[int] = []
-    for rel, pos in _read_entries(seg.path[:-4] + ".index", _OFFSET_ENTRY):
-        if (rel, pos) == (0, 0) or (offsets and (rel + seg.base_offset <= offsets[-1] or pos <= positions[-1])):
-            break  # preallocated zeros, or garbage after the valid entries
+    for rel, pos in _read_entries(seg.path[:-4] + ".index", read_offset_index):
+        if offsets and (rel + seg.base_offset <= offsets[-1] or pos <= positions[-1]):
+            break  # garbage after the valid entries (the zero padding is already cut)
         offsets.append(rel + seg.base_offset)
         positions.append(pos)
     return offsets, positions
@@ -135,8 +139,8 @@ def time_index(seg: Segment) -> tuple[list[int], list[int]]:
     """(timestamps, absolute offsets) of the valid ``.timeindex`` entries."""
     stamps: list[int] = []
     offsets: list[int] = []
-    for ts, rel in _read_entries(seg.path[:-4] + ".timeindex", _TIME_ENTRY):
-        if (ts, rel) == (0, 0) or (stamps and ts <= stamps[-1]):
+    for ts, rel in _read_entries(seg.path[:-4] + ".timeindex", read_time_index):
+        if stamps and ts <= stamps[-1]:
             break
         stamps.append(ts)
         offsets.append(rel + seg.base_offset)
@@ -178,24 +182,7 @@ def start_position(seg: Segment, min_offset: int, min_timestamp: int | None) -> 
 def iter_segment_batches(seg: Segment, position: int = 0, *, verify_crc: bool = True) -> Iterator[tuple[bytes, int, BatchHeader]]:
     """(buffer, position in buffer, header) of each complete batch from file ``position``.
     A torn or still-being-written tail batch ends the iteration."""
-    with open(seg.path, "rb") as f:
-        f.seek(position)
-        carry = b""
-        want = READ_CHUNK
-        while True:
-            chunk = f.read(want)
-            if not chunk:
-                return
-            buf = carry + chunk if carry else chunk
-            consumed = 0
-            for pos, h in iter_batches(buf, verify_crc=verify_crc):
-                yield buf, pos, h
-                consumed = pos + h.size
-            carry = buf[consumed:]
-            want = READ_CHUNK
-            if len(carry) >= 12:  # a batch bigger than what is buffered: read all of it at once
-                need = int.from_bytes(carry[8:12], "big", signed=True) + 12
-                want = max(READ_CHUNK, need - len(carry))
+    return iter_log_batches(seg.path, position, verify_crc=verify_crc, chunk_size=READ_CHUNK)
 
 
 def read_segment(
