@@ -4,6 +4,10 @@ Like Kafka, a connection handles one request at a time (so pipelined requests ar
 answered in order). A malformed frame, an unknown API key or an undecodable
 request closes this connection only, with one log line saying why.
 
+The checks on frames (sizes, the SASL gate, one request outstanding at a time) are made by
+``KafkaChannel`` (protocol/connection.py), a state machine without I/O; ``Connection`` is its
+driver: it reads what the channel asks for, acts on its events and writes the answers.
+
 Limits (each bounds what one client can make the server hold):
 - a frame is at most ``socket.request.max.bytes``, checked before it is read;
 - the next request is read only once the previous answer is handed to the
@@ -38,6 +42,16 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
+from kafka_sidecar.protocol.connection import (
+    Admission,
+    GateRejection,
+    KafkaChannel,
+    NeedData,
+    ProtocolError,
+    RawSaslTokenReceived,
+    RequestReceived,
+    RequestRejected,
+)
 from kafka_sidecar.protocol.framing import API_VERSIONS_KEY, FrameError
 from kafka_sidecar.storage.log_segment import FileSlice
 
@@ -52,7 +66,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-_API_PEEK = struct.Struct(">hh")
 # The transport's write buffer high-water mark: above it ``drain`` waits, and no further
 # request is read from that connection until the client has read enough of its answers.
 WRITE_BUFFER_HIGH = 1 << 20
@@ -83,6 +96,32 @@ class _RefusalLog:
 _refusals = _RefusalLog()
 
 
+class SaslGate:
+    """The SASL authenticator as the channel's pre-authentication gate (protocol/connection.py).
+
+    The SASL state machine stays in server/security/sasl.py; this says which ApiVersions
+    versions we answer (an unsupported one is answered and the client may retry) and turns
+    its AuthenticationClose into the channel's GateRejection.
+    """
+
+    def __init__(self, sasl: SaslServerAuthenticator) -> None:
+        self.sasl = sasl
+
+    @property
+    def receive_limit(self) -> int | None:
+        return self.sasl.receive_limit
+
+    def admit(self, frame: bytes, api_key: int | None, api_version: int | None) -> Admission:
+        spec = SUPPORTED_APIS.get(API_VERSIONS_KEY)
+        version_ok = api_key != API_VERSIONS_KEY or (
+            spec is not None and spec.min_version <= (api_version or 0) <= spec.max_version)
+        try:
+            gate = self.sasl.gate(frame, api_key, version_ok)
+        except AuthenticationClose as e:
+            raise GateRejection(str(e)) from None
+        return Admission.RAW_TOKEN if gate is Gate.RAW_TOKEN else Admission.REQUEST
+
+
 def admit(broker: Broker, writer: asyncio.StreamWriter) -> bool:
     """Whether a new connection may be served (``max.connections``); if not it is closed at once."""
     limit = broker.config.get("max.connections")
@@ -102,6 +141,8 @@ class Connection:
         # The listener's TLS/SASL settings (server/security/listener.py); None on PLAINTEXT.
         self.security = security
         self.sasl: SaslServerAuthenticator | None = None
+        # Framing, limits, the SASL gate and request/response order, without I/O.
+        self.channel = KafkaChannel(broker.max_request_size)
         self.peer = _peer(writer)
         peer = writer.get_extra_info("peername")
         self.client_host: str = peer[0] if peer else ""
@@ -182,6 +223,7 @@ class Connection:
                     self.broker.metrics.authentications_succeeded[sec.endpoint.name] += 1
         if sec.sasl is not None:
             self.sasl = SaslServerAuthenticator(sec.sasl, self.peer)
+            self.channel.gate = SaslGate(self.sasl)
         return True
 
     async def _authentication_failed(self, response: list[Any] | None) -> None:
@@ -192,64 +234,38 @@ class Connection:
         if delay > 0:
             await asyncio.sleep(delay / 1000)
         if response:
-            await self.send(response)
-
-    def _gate(self, frame: bytes) -> Gate:
-        """The SASL authenticator's verdict on a frame (AuthenticationClose closes)."""
-        assert self.sasl is not None
-        api_key = version = None
-        if len(frame) >= 4:
-            api_key, version = _API_PEEK.unpack_from(frame, 0)
-        spec = SUPPORTED_APIS.get(API_VERSIONS_KEY)
-        version_ok = api_key != API_VERSIONS_KEY or (spec is not None and spec.min_version <= (version or 0) <= spec.max_version)
-        return self.sasl.gate(frame, api_key, version_ok)
+            await self.send(self.channel.send_response(response))
 
     async def serve(self) -> None:
+        """Read what the channel asks for, act on its events, write the answers (in order)."""
+        channel = self.channel
         try:
             if self.security is not None and not await self._secure():
                 return
             while True:
-                try:
-                    head = await self.reader.readexactly(4)
-                except asyncio.IncompleteReadError:
+                event = channel.next_event()
+                if isinstance(event, NeedData):
+                    # Never past the current frame: the next request is not read before this
+                    # one is answered (the stream reader's buffer is what TCP pushes back on).
+                    channel.receive_data(await self.reader.read(event.bytes_needed))
+                    continue
+                if isinstance(event, ProtocolError):
+                    log.warning("closing connection from %s: %s", self.peer, event.reason)
+                    if isinstance(event, RequestRejected) and self.sasl is not None and self.sasl.close_after_response:
+                        await self._authentication_failed(None)
                     return
-                (size,) = _SIZE.unpack(head)
-                sasl_limit = self.sasl.receive_limit if self.sasl is not None else None
-                if sasl_limit is not None and not 0 <= size <= sasl_limit:
-                    log.warning("closing connection from %s: frame size %d during SASL authentication is outside "
-                                "0..%d (sasl.server.max.receive.size)", self.peer, size, sasl_limit)
-                    return
-                if size < 0 or size > self.broker.max_request_size:
-                    log.warning(
-                        "closing connection from %s: frame size %d is outside 0..%d (socket.request.max.bytes)",
-                        self.peer, size, self.broker.max_request_size,
-                    )
-                    return
-                try:
-                    frame = await self.reader.readexactly(size)
-                except asyncio.IncompleteReadError as e:
-                    log.warning("closing connection from %s: truncated frame (%d of %d bytes)", self.peer, len(e.partial), size)
+                if isinstance(event, RawSaslTokenReceived):
+                    self._last_active = time.monotonic()
+                    if not await self._raw_sasl_token(event.token):
+                        return
+                    continue
+                if not isinstance(event, RequestReceived):  # ConnectionClosed (Paused cannot happen here)
                     return
                 self._last_active = time.monotonic()
                 sasl = self.sasl
-                if sasl is not None:
-                    try:
-                        gate = self._gate(frame)
-                        if gate is Gate.RAW_TOKEN:  # SaslHandshake v0: a bare token, a bare answer
-                            token = sasl.evaluate_raw(frame)
-                            if sasl.authenticated:
-                                self.principal = sasl.principal or self.principal
-                            if token is not None:
-                                await self.send([_SIZE.pack(len(token)) + token])
-                            continue
-                    except AuthenticationClose as e:
-                        log.warning("closing connection from %s: %s", self.peer, e)
-                        if sasl.close_after_response:
-                            await self._authentication_failed(None)
-                        return
                 self._busy = True
                 try:
-                    response = await handle_request(self.broker, self, frame)
+                    response = await handle_request(self.broker, self, event.frame)
                 except (FrameError, ProtocolViolation) as e:
                     log.warning("closing connection from %s: %s", self.peer, e)
                     return
@@ -259,9 +275,11 @@ class Connection:
                 if sasl is not None and sasl.close_after_response:
                     await self._authentication_failed(response)
                     return
-                if response is not None:
-                    await self.send(response)
-                    self._last_active = time.monotonic()
+                if response is None:
+                    channel.no_response()
+                    continue
+                await self.send(channel.send_response(response))
+                self._last_active = time.monotonic()
         except (ConnectionError, OSError) as e:
             log.debug("connection from %s ended: %s", self.peer, e)
         except asyncio.CancelledError:
@@ -269,7 +287,27 @@ class Connection:
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
         finally:
+            channel.close()
             self.close()
+
+    async def _raw_sasl_token(self, token: bytes) -> bool:
+        """SaslHandshake v0: a bare token gets a bare answer; False if the connection must close."""
+        sasl = self.sasl
+        assert sasl is not None
+        try:
+            answer = sasl.evaluate_raw(token)
+        except AuthenticationClose as e:
+            log.warning("closing connection from %s: %s", self.peer, e)
+            if sasl.close_after_response:
+                await self._authentication_failed(None)
+            return False
+        if sasl.authenticated:
+            self.principal = sasl.principal or self.principal
+        if answer is None:
+            self.channel.no_response()
+        else:
+            await self.send(self.channel.send_response([_SIZE.pack(len(answer)) + answer]))
+        return True
 
     async def send(self, parts: list[Any]) -> None:
         """Write a response made of bytes and file slices (size prefix already included)."""
