@@ -1,8 +1,9 @@
-"""Broker: the running server: listener, log manager, background tasks, data waiters.
+"""Broker: the running server: listeners, log manager, replica manager, coordinators, background tasks.
 
 Everything runs on one asyncio loop; storage calls that can block for long
 (start-up recovery, fsync, checkpoint writes, directory removal) go to a thread.
-Appends and reads are page-cache writes/reads and run on the loop.
+Appends and reads are page-cache writes/reads and run on the loop, all through the
+ReplicaManager (server/replica_manager.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import functools
 import logging
 import os
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,6 +26,7 @@ from .groups.coordinator import GroupCoordinator
 from .listeners import Endpoint, ListenerError, advertised_host_for, start_listener
 from .logging_setup import Progress
 from .metrics import Metrics
+from .replica_manager import ReplicaManager
 from .security.authorizer import create_authorizer
 from .security.credentials import ScramCredentialStore
 from .security.listener import ListenerSecurity, build_listener_security
@@ -73,9 +74,10 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._listener_servers: list[asyncio.base_events.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
-        self._waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = defaultdict(set)
         self.connections: set[Connection] = set()
         self.max_request_size: int = config.get("socket.request.max.bytes")
+        # Every append, flush and read of a partition on behalf of the server (server/replica_manager.py).
+        self.replica_manager = ReplicaManager(self.log_manager, self.metrics, self.executor)
         self._producer_id_lock = asyncio.Lock()
         # Consumer groups and committed offsets (server/groups), stored in __consumer_offsets.
         self.group_coordinator = GroupCoordinator(self)
@@ -182,10 +184,7 @@ class Broker:
                 await t
             except (asyncio.CancelledError, Exception):
                 pass
-        for waiters in self._waiters.values():
-            for fut in waiters:
-                if not fut.done():
-                    fut.cancel()
+        await self.replica_manager.shutdown()
         self.group_coordinator.shutdown()
         self.transaction_coordinator.shutdown()
         await self.run_blocking(self.log_manager.shutdown)
@@ -251,35 +250,6 @@ class Broker:
         finally:
             progress.update(len(self.log_manager.logs))  # the last figure, if progress was shown at all
             progress.finish()
-
-    # ---- waiting for data (fetch long-poll) -------------------------------------------
-
-    def notify_append(self, topic: str, partition: int) -> None:
-        """Wake fetches waiting on this partition."""
-        waiters = self._waiters.pop((topic, partition), None)
-        if waiters:
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
-
-    async def wait_for_data(self, partitions: list[tuple[str, int]], timeout: float) -> None:
-        """Return when one of ``partitions`` is appended to, or after ``timeout`` seconds."""
-        if timeout <= 0:
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        for tp in partitions:
-            self._waiters[tp].add(fut)
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            pass
-        finally:
-            for tp in partitions:
-                waiters = self._waiters.get(tp)
-                if waiters is not None:
-                    waiters.discard(fut)
-                    if not waiters:
-                        self._waiters.pop(tp, None)
 
 
 def _count_partition_dirs(data_dir: Path) -> int:

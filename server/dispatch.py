@@ -61,6 +61,8 @@ class ApiSpec:
     min_version: int
     max_version: int
     handler: Handler
+    # Answered only once the coordinator writes it made are durable (server/replica_manager.py).
+    coordinator_write: bool = False
 
 
 async def _api_versions(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
@@ -85,13 +87,13 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(19, "CreateTopics", 2, 7, topics.handle_create_topics),
         ApiSpec(20, "DeleteTopics", 1, 6, topics.handle_delete_topics),
         ApiSpec(21, "DeleteRecords", 0, 2, delete_records.handle_delete_records),
-        ApiSpec(22, "InitProducerId", 0, 5, producer_id.handle_init_producer_id),
+        ApiSpec(22, "InitProducerId", 0, 5, producer_id.handle_init_producer_id, coordinator_write=True),
         ApiSpec(61, "DescribeProducers", 0, 0, producers.handle_describe_producers),
         # Transactions (server/apis/transactions.py, server/transactions): Kafka 4.1's version ranges.
-        ApiSpec(24, "AddPartitionsToTxn", 0, 5, transactions.handle_add_partitions_to_txn),
-        ApiSpec(25, "AddOffsetsToTxn", 0, 4, transactions.handle_add_offsets_to_txn),
-        ApiSpec(26, "EndTxn", 0, 5, transactions.handle_end_txn),
-        ApiSpec(28, "TxnOffsetCommit", 0, 5, transactions.handle_txn_offset_commit),
+        ApiSpec(24, "AddPartitionsToTxn", 0, 5, transactions.handle_add_partitions_to_txn, coordinator_write=True),
+        ApiSpec(25, "AddOffsetsToTxn", 0, 4, transactions.handle_add_offsets_to_txn, coordinator_write=True),
+        ApiSpec(26, "EndTxn", 0, 5, transactions.handle_end_txn, coordinator_write=True),
+        ApiSpec(28, "TxnOffsetCommit", 0, 5, transactions.handle_txn_offset_commit, coordinator_write=True),
         ApiSpec(65, "DescribeTransactions", 0, 0, transactions.handle_describe_transactions),
         # v2 (4.1, the transactional id pattern) is left out: Kafka 4.0.0's golden answers stop at v1.
         ApiSpec(66, "ListTransactions", 0, 1, transactions.handle_list_transactions),
@@ -102,17 +104,17 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(33, "AlterConfigs", 0, 2, configs.handle_alter_configs),
         ApiSpec(44, "IncrementalAlterConfigs", 0, 1, configs.handle_incremental_alter_configs),
         # Consumer groups, classic protocol (server/apis/groups.py): Kafka 4.0's version ranges.
-        ApiSpec(8, "OffsetCommit", 2, 9, groups.handle_offset_commit),
+        ApiSpec(8, "OffsetCommit", 2, 9, groups.handle_offset_commit, coordinator_write=True),
         ApiSpec(9, "OffsetFetch", 1, 9, groups.handle_offset_fetch),
         ApiSpec(10, "FindCoordinator", 0, 6, groups.handle_find_coordinator),
-        ApiSpec(11, "JoinGroup", 2, 9, groups.handle_join_group),
+        ApiSpec(11, "JoinGroup", 2, 9, groups.handle_join_group, coordinator_write=True),
         ApiSpec(12, "Heartbeat", 0, 4, groups.handle_heartbeat),
-        ApiSpec(13, "LeaveGroup", 0, 5, groups.handle_leave_group),
-        ApiSpec(14, "SyncGroup", 0, 5, groups.handle_sync_group),
+        ApiSpec(13, "LeaveGroup", 0, 5, groups.handle_leave_group, coordinator_write=True),
+        ApiSpec(14, "SyncGroup", 0, 5, groups.handle_sync_group, coordinator_write=True),
         ApiSpec(15, "DescribeGroups", 0, 6, groups.handle_describe_groups),
         ApiSpec(16, "ListGroups", 0, 5, groups.handle_list_groups),
-        ApiSpec(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),
-        ApiSpec(47, "OffsetDelete", 0, 0, groups.handle_offset_delete),
+        ApiSpec(42, "DeleteGroups", 0, 2, groups.handle_delete_groups, coordinator_write=True),
+        ApiSpec(47, "OffsetDelete", 0, 0, groups.handle_offset_delete, coordinator_write=True),
         # Kafka's tools (issue 11): Kafka 4.1's version ranges.
         ApiSpec(35, "DescribeLogDirs", 1, 4, log_dirs.handle_describe_log_dirs),
         ApiSpec(37, "CreatePartitions", 0, 3, topics.handle_create_partitions),
@@ -167,6 +169,8 @@ async def handle_request(broker: Broker, conn: Connection, data: bytes) -> list[
         broker.metrics.protocol_errors += 1
         raise ProtocolViolation(f"cannot decode {spec.name} v{version} request: {e}") from None
     result = await spec.handler(broker, conn, header, request)
+    if spec.coordinator_write:
+        await broker.replica_manager.await_pending_flushes()
     # Metrics (server/metrics.py): a histogram bucket, a sum, and the response's error codes.
     broker.metrics.observe_request(spec.name, time.perf_counter() - started, result)
     if result is None:

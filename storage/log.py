@@ -463,6 +463,7 @@ class Log:
         and, for an ABORT of a transaction that had data in this partition, appends an
         AbortedTxn entry to the active segment's ``.txnindex``. A marker for a producer
         without an ongoing transaction is written too, without an index entry (Kafka's way).
+        Never fsyncs: the caller flushes when ``flush_due`` (flush.messages reached).
         Raises ProducerStateError: INVALID_PRODUCER_EPOCH (47) for an older producer epoch,
         TRANSACTION_COORDINATOR_FENCED (52) for an older coordinator epoch; StorageError.
         """
@@ -485,9 +486,6 @@ class Log:
                         log.error("%s-%d: cannot write the transaction index entry of the abort at %d: %s", self.topic, self.partition, offset, e)
                 psm.complete_txn(completed)
             self._first_unstable = psm.first_unstable_offset()
-            if info.needs_flush:
-                # flush.messages reached (Kafka's UnifiedLog.append flushes right there).
-                self.flush()
             return offset
 
     def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int) -> LogSegment:
@@ -708,6 +706,12 @@ class Log:
         if up_to is None:
             self.unflushed_messages = 0
             self.last_flush_ms = int(time.time() * 1000)
+
+    @property
+    def flush_due(self) -> bool:
+        """flush.messages reached since the last flush: the writer must flush before acknowledging
+        (the server's ReplicaManager does it off the event loop)."""
+        return self.unflushed_messages >= self.config.flush_messages
 
     @property
     def rolled_unflushed(self) -> bool:

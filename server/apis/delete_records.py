@@ -38,7 +38,7 @@ def _delete_partition(broker: Broker, topic: str, partition: int, offset: int) -
     if offset < -1:
         return errors.OFFSET_OUT_OF_RANGE, -1
     try:
-        return errors.NONE, lm.delete_records(topic, partition, offset)
+        return errors.NONE, broker.replica_manager.delete_records(topic, partition, offset)
     except OffsetOutOfRangeError as e:
         log.info("DeleteRecords on %s-%d refused: %s", topic, partition, e)
         return errors.OFFSET_OUT_OF_RANGE, -1

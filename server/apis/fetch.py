@@ -32,6 +32,7 @@ def _read_all(broker: Broker, version: int, request: Any, readable: set[str] | N
     """One pass over the requested partitions: (topics, bytes, any error, partitions read).
     ``readable``: the topics the client may READ (None: all), the others get TOPIC_AUTHORIZATION_FAILED."""
     lm = broker.log_manager
+    rm = broker.replica_manager
     read_committed = getattr(request, "isolation_level", 0) == 1
     limit = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     min_one = True
@@ -69,11 +70,11 @@ def _read_all(broker: Broker, version: int, request: Any, readable: set[str] | N
                 if read_committed:
                     # READ_COMMITTED (Kafka's FetchIsolation.TXN_COMMITTED): data only below the last
                     # stable offset, with the aborted transactions the fetched range overlaps.
-                    lso, data, aborted_txns = lg.read_committed(p.fetch_offset, min(p.partition_max_bytes, limit), min_one)
+                    lso, data, aborted_txns = rm.read_committed(lg, p.fetch_offset, min(p.partition_max_bytes, limit), min_one)
                     fp.last_stable_offset = lso
                     fp.aborted_transactions = [(t.producer_id, t.first_offset) for t in aborted_txns]
                 else:
-                    data = lg.read(p.fetch_offset, min(p.partition_max_bytes, limit), min_one)
+                    data = rm.read(lg, p.fetch_offset, min(p.partition_max_bytes, limit), min_one)
             except OffsetOutOfRangeError:
                 # Kafka answers -1 for the watermarks of an out-of-range fetch.
                 fp = FetchPartition(p.partition, errors.OFFSET_OUT_OF_RANGE, aborted_transactions=aborted)
@@ -106,7 +107,7 @@ async def handle_fetch(broker: Broker, conn: Connection, header: RequestHeader, 
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or has_error or remaining <= 0 or not tps:
             break
-        await broker.wait_for_data(tps, remaining)
+        await broker.replica_manager.wait_for_data(tps, remaining)  # DelayedFetch
         if conn.writer.is_closing():
             raise asyncio.CancelledError
     broker.metrics.record_fetch(conn, request.topics, topics)  # bytes/records out per topic (server/metrics.py)

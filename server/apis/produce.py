@@ -9,6 +9,7 @@ A bad batch fails its own partition only.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -90,7 +91,8 @@ def verify_transactional_partition(broker: Broker, lg: Log, headers: list[BatchH
     return code, None
 
 
-def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, version: int, client: str | None, to_flush: list[Log], transactional_id: str | None = None) -> dict[str, Any]:
+def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, version: int, client: str | None,
+                  flushes: list[tuple[asyncio.Future[None], dict[str, Any]]], transactional_id: str | None = None) -> dict[str, Any]:
     """Validate and append one partition's records, in Kafka's order: the request checks
     (ProduceRequest.validateRecords), the batch checks (size, CRC), the record checks
     (LogValidator), the segment size. Like Kafka, only record-validation errors carry an
@@ -141,7 +143,7 @@ def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, ve
             log.info("rejected transactional produce to %s-%d from %s (transactional id %r): error %d", topic, index, client, transactional_id, code)
             return _partition_result(index, code, message)
     try:
-        info = lg.append_as_leader(bytearray(records), headers)
+        info, flush = broker.replica_manager.append_records(lg, bytearray(records), headers)
     except ProducerStateError as e:
         log.info("rejected produce to %s-%d from %s: %s", topic, index, client, e)
         # Kafka answers these with no message and the partition's log start offset.
@@ -150,19 +152,18 @@ def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, ve
         # Disk full, read-only file system...: nothing of the batch stays in the log.
         log.warning("produce to %s-%d from %s failed: %s", topic, index, client, e)
         return _partition_result(index, errors.KAFKA_STORAGE_ERROR)
-    if info.needs_flush:
-        to_flush.append(lg)
-    broker.notify_append(topic, index)
-    broker.metrics.record_produce(topic, len(records), info.last_offset - info.first_offset + 1)
-    return _partition_result(index, errors.NONE, None, info.first_offset, info.log_append_time, info.log_start_offset)
+    result = _partition_result(index, errors.NONE, None, info.first_offset, info.log_append_time, info.log_start_offset)
+    if flush is not None:
+        flushes.append((flush, result))
+    return result
 
 
 async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any] | None:
     lm = broker.log_manager
     acks = request.acks
     responses = []
-    to_flush: list[Log] = []
-    flushed_results: dict[int, list[dict[str, Any]]] = {}  # id(log) -> its partition results
+    # flush.messages reached: (the fsync the ReplicaManager started off the loop, the result it holds back)
+    flushes: list[tuple[asyncio.Future[None], dict[str, Any]]] = []
     writable = None
     az = broker.authorizer
     # KafkaApis.handleProduceRequest: transactional records need a transactional id and WRITE on it
@@ -194,20 +195,15 @@ async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader
                 log.info("rejected produce to %s-%d from %s: unknown topic or partition", t.name, p.index, header.client_id)
                 results.append(_partition_result(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            flushing = len(to_flush)
-            results.append(append_to_log(broker, lg, p.index, p.records, header.api_version, header.client_id, to_flush,
+            results.append(append_to_log(broker, lg, p.index, p.records, header.api_version, header.client_id, flushes,
                                          getattr(request, "transactional_id", None)))
-            if len(to_flush) > flushing:
-                flushed_results.setdefault(id(lg), []).append(results[-1])
         responses.append({"name": t.name, "partition_responses": results})
-    for lg in to_flush:
-        # flush.messages reached: fsync before acknowledging, off the event loop.
+    for flush, result in flushes:
+        # The durability rule (server/replica_manager.py): acknowledged only once fsynced.
         try:
-            await broker.run_blocking(lg.flush)
-        except OSError as e:
-            log.warning("flush of %s-%d failed: %s", lg.topic, lg.partition, e)
-            for r in flushed_results.get(id(lg), []):
-                r.update(error_code=errors.KAFKA_STORAGE_ERROR, base_offset=-1, log_append_time=-1, log_start_offset=-1)
+            await flush
+        except OSError:  # logged by the ReplicaManager
+            result.update(error_code=errors.KAFKA_STORAGE_ERROR, base_offset=-1, log_append_time=-1, log_start_offset=-1)
     if acks == 0:
         return None
     return {"responses": responses, "throttle_time": 0}

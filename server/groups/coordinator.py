@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.record_batch import read_header
 from kafka_sidecar.protocol.records import Record as BatchRecord
 from kafka_sidecar.protocol.records import encode_batch
 from kafka_sidecar.storage.log_config import validate_topic_configs
@@ -287,18 +286,15 @@ class GroupCoordinator:
         """Append ``records`` as one batch to the group's partition: (error code, first offset)."""
         self._writes += 1
         partition = self.partition_for(group_id)
-        lg = self.broker.log_manager.get_log(OFFSETS_TOPIC, partition)
-        if lg is None:
+        writer = self.broker.replica_manager
+        if writer.get_log(OFFSETS_TOPIC, partition) is None:
             return errors.COORDINATOR_NOT_AVAILABLE, -1
         batch = bytearray(build_batch(records, now_ms(), self.compression_codec))
         try:
-            info = lg.append_as_leader(batch, [read_header(batch)])
+            info = writer.append_batch(OFFSETS_TOPIC, partition, batch)
         except Exception:
             log.exception("cannot append to %s-%d", OFFSETS_TOPIC, partition)
             return errors.UNKNOWN_SERVER_ERROR, -1
-        if info.needs_flush:
-            self.broker.schedule_blocking(lg.flush)
-        self.broker.notify_append(OFFSETS_TOPIC, partition)
         return errors.NONE, info.first_offset
 
     def _write_and_replay(self, group_id: str, records: list[Record]) -> int:
@@ -1004,7 +1000,8 @@ class GroupCoordinator:
     def _write_transactional(self, group_id: str, producer_id: int, producer_epoch: int, records: list[Record]) -> tuple[int, int]:
         """Append ``records`` as one transactional batch of the producer: (error code, first offset)."""
         partition = self.partition_for(group_id)
-        lg = self.broker.log_manager.get_log(OFFSETS_TOPIC, partition)
+        writer = self.broker.replica_manager
+        lg = writer.get_log(OFFSETS_TOPIC, partition)
         if lg is None:
             return errors.COORDINATOR_NOT_AVAILABLE, -1
         # Kafka writes coordinator batches without sequence checks; our producer state checks them,
@@ -1020,14 +1017,11 @@ class GroupCoordinator:
             base_sequence=seq, is_transactional=True, base_timestamp=ts, max_timestamp=ts,
         ))
         try:
-            info = lg.append_as_leader(batch, [read_header(batch)])
+            info = writer.append_batch(OFFSETS_TOPIC, partition, batch)
         except Exception as e:
             code = getattr(e, "error_code", None)
             log.warning("cannot append transactional offsets to %s-%d: %s", OFFSETS_TOPIC, partition, e)
             return (code if isinstance(code, int) else errors.UNKNOWN_SERVER_ERROR), -1
-        if info.needs_flush:
-            self.broker.schedule_blocking(lg.flush)
-        self.broker.notify_append(OFFSETS_TOPIC, partition)
         return errors.NONE, info.first_offset
 
     def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]) -> tuple[int, list[tuple[str, list[tuple[int, int]]]]]:

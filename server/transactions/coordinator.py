@@ -6,7 +6,7 @@ the compacted internal topic ``__transaction_state`` (Kafka's format, server/tra
 records.py), written before a request that changes it is answered, and replayed at start:
 transactions caught in PrepareCommit/PrepareAbort are completed then by writing their markers
 again. EndTxn persists PrepareCommit/PrepareAbort, writes the transaction markers to each
-partition of the transaction (``Log.append_transaction_marker``; for ``__consumer_offsets``
+partition of the transaction (through the ReplicaManager, server/replica_manager.py; for ``__consumer_offsets``
 partitions the group coordinator then publishes or drops the transactional offsets), then
 persists CompleteCommit/CompleteAbort.
 
@@ -26,7 +26,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.record_batch import read_header
 from kafka_sidecar.storage.log_config import validate_topic_configs
 
 from ..groups.records import OFFSETS_TOPIC, build_batch
@@ -79,7 +78,6 @@ class TransactionCoordinator:
         self.transactions: dict[str, TransactionMetadata] = {}
         self.active = False
         self._topic_lock: asyncio.Lock | None = None
-        self._warned_no_markers = False
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -142,19 +140,16 @@ class TransactionCoordinator:
     def _persist(self, m: TransactionMetadata, tombstone: bool = False) -> int:
         """Write the state of ``m`` (or its tombstone) to its __transaction_state partition."""
         partition = self.partition_for(m.transactional_id)
-        lg = self.broker.log_manager.get_log(TRANSACTION_STATE_TOPIC, partition)
-        if lg is None:
+        writer = self.broker.replica_manager
+        if writer.get_log(TRANSACTION_STATE_TOPIC, partition) is None:
             return errors.NOT_COORDINATOR
         record = (key_bytes(m.transactional_id), None if tombstone else value_bytes(m))
         batch = bytearray(build_batch([record], now_ms()))
         try:
-            info = lg.append_as_leader(batch, [read_header(batch)])
+            writer.append_batch(TRANSACTION_STATE_TOPIC, partition, batch)
         except Exception:
             log.exception("cannot append to %s-%d", TRANSACTION_STATE_TOPIC, partition)
             return errors.NOT_COORDINATOR  # Kafka maps a failed log append to NOT_COORDINATOR
-        if info.needs_flush:
-            self.broker.schedule_blocking(lg.flush)
-        self.broker.notify_append(TRANSACTION_STATE_TOPIC, partition)
         return errors.NONE
 
     def _transition(self, m: TransactionMetadata, new: TransactionMetadata) -> int:
@@ -353,26 +348,19 @@ class TransactionCoordinator:
                      m.transactional_id, m.producer_id, m.producer_epoch, len(m.topic_partitions))
 
     def _write_markers(self, m: TransactionMetadata, commit: bool) -> None:
-        lm = self.broker.log_manager
+        writer = self.broker.replica_manager
         offsets_partitions: list[int] = []
         for topic, partition in sorted(m.topic_partitions):
-            lg = lm.get_log(topic, partition)
+            lg = writer.get_log(topic, partition)
             if lg is None:
                 log.info("no marker for %s-%d of transaction %s: the partition is gone", topic, partition, m.transactional_id)
                 continue
-            append_marker = getattr(lg, "append_transaction_marker", None)
-            if append_marker is None:
-                if not self._warned_no_markers:
-                    log.warning("the log has no append_transaction_marker: transaction markers are not written")
-                    self._warned_no_markers = True
-            else:
-                try:
-                    append_marker(m.producer_id, m.producer_epoch, COORDINATOR_EPOCH, commit)
-                except Exception:
-                    log.exception("cannot write the %s marker of transaction %s to %s-%d",
-                                  "commit" if commit else "abort", m.transactional_id, topic, partition)
-                    continue
-                self.broker.notify_append(topic, partition)
+            try:
+                writer.append_transaction_marker(lg, m.producer_id, m.producer_epoch, COORDINATOR_EPOCH, commit)
+            except Exception:
+                log.exception("cannot write the %s marker of transaction %s to %s-%d",
+                              "commit" if commit else "abort", m.transactional_id, topic, partition)
+                continue
             if topic == OFFSETS_TOPIC:
                 offsets_partitions.append(partition)
         gc = self.broker.group_coordinator

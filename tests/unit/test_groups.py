@@ -41,6 +41,7 @@ from kafka_sidecar.server.groups.records import (
     offset_commit_value,
     partition_for,
 )
+from kafka_sidecar.server.replica_manager import ReplicaManager
 from kafka_sidecar.storage.log_manager import LogManager
 
 # ---------------------------------------------------------------------------- hashing and orders
@@ -159,6 +160,7 @@ class FakeBroker:
         self.config = BrokerConfig.load(overrides=overrides)
         self.log_manager = LogManager(data_dir, self.config.log_defaults())
         self.log_manager.startup()
+        self.replica_manager = ReplicaManager(self.log_manager)
 
     async def run_blocking(self, fn: Any, *args: Any) -> Any:
         return fn(*args)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from kafka_sidecar.protocol.record_batch import read_header
+from kafka_sidecar.server.replica_manager import ReplicaManager
 from kafka_sidecar.server.transactions.coordinator import TransactionCoordinator
 from kafka_sidecar.server.transactions.records import (
     TRANSACTION_STATE_TOPIC,
@@ -115,6 +116,7 @@ class FakeLog:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.markers: list[tuple[int, int, int, bool]] = []
+        self.flush_due = False  # flush.messages never reached
 
     def append_as_leader(self, batch: bytearray, headers: Any) -> Any:
         first = self.log_end_offset
@@ -160,6 +162,7 @@ class FakeBroker:
         self.log_manager = lm or FakeLogManager()
         self.completed: list[tuple[int, bool, int]] = []
         self.group_coordinator = SimpleNamespace(complete_transaction=lambda *a: self.completed.append(a))
+        self.replica_manager = ReplicaManager(self.log_manager)  # type: ignore[arg-type]
 
     async def run_blocking(self, fn: Any, *args: Any) -> Any:
         return fn(*args)
