@@ -24,6 +24,7 @@ WORKDIR /build
 COPY pyproject.toml README.md ./
 COPY protocol ./protocol
 COPY storage ./storage
+COPY client ./client
 COPY server ./server
 COPY spark ./spark
 RUN pip install . && cd / && rm -rf /build

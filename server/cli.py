@@ -224,7 +224,8 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 def _delete_records(args: argparse.Namespace) -> int:
-    from .client import KafkaClientError
+    from kafka_sidecar.client import KafkaClientError
+
     from .tools.command_config import command_config
     from .tools.delete_records import OffsetFileError, delete_records, read_offset_json
 
@@ -241,7 +242,7 @@ def _delete_records(args: argparse.Namespace) -> int:
 
 
 def _check_bootstrap(value: str) -> None:
-    from .client import parse_bootstrap
+    from kafka_sidecar.client import parse_bootstrap
 
     try:
         parse_bootstrap(value)
@@ -273,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "delete-records":
             return _delete_records(args)
         if args.command in ("produce", "consume"):
-            from .client import KafkaClientError
+            from kafka_sidecar.client import KafkaClientError
+
             from .tools import console
 
             try:
@@ -282,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stderr.write(f"kafka-sidecar: error: cannot talk to {args.bootstrap_server}: {e}\n")
                 return 1
         if args.command in ("topics", "groups"):
-            from .client import KafkaClientError
+            from kafka_sidecar.client import KafkaClientError
+
             from .tools import groups, topics
 
             tool = topics if args.command == "topics" else groups

@@ -13,9 +13,9 @@ import struct
 import time
 from collections.abc import Iterator
 
+from kafka_sidecar.client import KafkaClientError
 from kafka_sidecar.protocol.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
 from kafka_sidecar.protocol.records import decode_batches
-from kafka_sidecar.server.client import KafkaClientError
 
 from ._options import data_loss
 from ._records import Columns, decode_into, iter_batches, new_columns

@@ -16,7 +16,7 @@ import random
 import time
 from collections import defaultdict
 
-from kafka_sidecar.server.client import KafkaClientError
+from kafka_sidecar.client import KafkaClientError
 
 from ._options import SinkOptions
 from ._records import build_batch, partition_for_key, record_size_upper_bound

@@ -1,4 +1,4 @@
-"""The Kafka requests the Spark data sources need, on top of ``server.client.KafkaClient``.
+"""The Kafka requests the Spark data sources need, on top of ``client.KafkaClient``.
 
 Metadata (with optional auto-creation, as producers do), ListOffsets,
 Fetch, Produce, InitProducerId and DeleteRecords, each sent to the partition
@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_sidecar.server.client import KafkaClient, KafkaClientError
+from kafka_sidecar.client import KafkaClient, KafkaClientError
 from kio.schema.errors import ErrorCode
 
 METADATA, FETCH, LIST_OFFSETS, PRODUCE, INIT_PRODUCER_ID, DELETE_RECORDS = 3, 1, 2, 0, 22, 21

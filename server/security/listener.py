@@ -17,6 +17,8 @@ import logging
 import ssl
 from dataclasses import dataclass
 
+from kafka_sidecar.client.jaas import JaasError, parse_jaas
+from kafka_sidecar.client.tls import SslSettings
 from kafka_sidecar.storage.log_config import ConfigError
 
 from ..config import BrokerConfig, listener_key
@@ -25,14 +27,12 @@ from .credentials import (
     PLAIN_LOGIN_MODULE,
     SCRAM_LOGIN_MODULE,
     SCRAM_MECHANISMS,
-    JaasError,
     ScramCredential,
     jaas_users,
-    parse_jaas,
     scram_credential,
 )
 from .sasl import PLAIN, SUPPORTED_MECHANISMS, SaslSettings
-from .tls import PrincipalMapper, SslSettings, build_server_context
+from .tls import PrincipalMapper, build_server_context
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kafka_sidecar.server.client import KafkaClient, KafkaClientError, _BrokerConnection
+from kafka_sidecar.client import KafkaClient, KafkaClientError
+from kafka_sidecar.client.blocking import _BrokerConnection
 
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS = 19, 20, 32, 44, 37
 LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_FETCH, OFFSET_COMMIT, FIND_COORDINATOR, LIST_OFFSETS = 16, 15, 9, 8, 10, 2

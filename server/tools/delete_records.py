@@ -12,7 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TextIO
 
-from kafka_sidecar.server.client import KafkaClient
+from kafka_sidecar.client import KafkaClient
 
 # error code -> how Kafka's AdminClient renders the exception
 JAVA_ERRORS: dict[int, str] = {

@@ -25,7 +25,7 @@ import struct
 import sys
 from typing import Any, TextIO
 
-from kafka_sidecar.server.client import KafkaClient
+from kafka_sidecar.client import KafkaClient
 from kafka_sidecar.server.tools.command_config import command_config
 
 from .admin import (

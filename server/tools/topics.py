@@ -24,7 +24,7 @@ import re
 import sys
 from typing import Any, TextIO
 
-from kafka_sidecar.server.client import KafkaClient, KafkaClientError
+from kafka_sidecar.client import KafkaClient, KafkaClientError
 from kafka_sidecar.server.tools.command_config import command_config
 
 from .admin import (

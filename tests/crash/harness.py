@@ -50,8 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
+from kafka_sidecar.client import KafkaClient, KafkaClientError
 from kafka_sidecar.protocol.records import decode_batches
-from kafka_sidecar.server.client import KafkaClient, KafkaClientError
 from kafka_sidecar.storage.failpoints import ARM_ENV
 from kafka_sidecar.storage.failpoints import ENV as CRASH_ENV
 from kafka_sidecar.storage.verify import problems, verify_data_dir

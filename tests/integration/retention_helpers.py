@@ -11,7 +11,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka_sidecar.server.client import KafkaClient
+from kafka_sidecar.client import KafkaClient
 
 # Retention checks every 200 ms from start-up, .deleted files removed 200 ms later.
 FAST_RETENTION = {

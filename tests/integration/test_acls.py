@@ -54,8 +54,8 @@ from kafka.admin import (
     ResourcePatternFilter,
     ResourceType,
 )
+from kafka_sidecar.client.blocking import KafkaClientError, _BrokerConnection, parse_bootstrap
 from kafka_sidecar.protocol.records import Record, encode_batch
-from kafka_sidecar.server.client import KafkaClientError, _BrokerConnection, parse_bootstrap
 from kafka_sidecar.server.security.acls import ACLS_FILE, AclFile
 
 from bench.reference import ReferenceKafka, find_kafka_home, unavailable_reason

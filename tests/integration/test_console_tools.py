@@ -168,7 +168,7 @@ def test_the_wheel_carries_every_package_and_the_entry_points(tmp_path) -> None:
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "kafka-sidecar = kafka_sidecar.server.cli:main" in entry_points
     assert "kafka_sidecar = kafka_sidecar.testing.pytest_plugin" in entry_points
-    top = {"protocol": "protocol", "storage": "storage", "server": "server", "spark": "spark"}
+    top = {"protocol": "protocol", "storage": "storage", "client": "client", "server": "server", "spark": "spark"}
     for root, package in top.items():
         for init in (REPO / root).rglob("__init__.py"):
             rel = init.parent.relative_to(REPO / root)

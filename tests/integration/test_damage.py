@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kafka_sidecar.client import KafkaClient
 from kafka_sidecar.protocol.record_batch import read_header
 from kafka_sidecar.protocol.records import Record, decode_batches, encode_batch
-from kafka_sidecar.server.client import KafkaClient
 from kafka_sidecar.storage.verify import problems, verify_data_dir
 
 from tests.integration.test_bad_input import (

@@ -43,7 +43,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_sidecar.server.client import _BrokerConnection, parse_bootstrap
+from kafka_sidecar.client.blocking import _BrokerConnection, parse_bootstrap
 from kafka_sidecar.server.dispatch import SUPPORTED_APIS
 
 from bench.reference import ReferenceKafka, find_kafka_home, kafka_version, unavailable_reason

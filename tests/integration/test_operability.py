@@ -315,7 +315,7 @@ def test_ipv6_listener_with_librdkafka(tmp_path, servers):
     assert s.addresses[0][0] == "::1"
     produce(s.bootstrap, "v6-topic", 20)
     assert sorted(consume(s.bootstrap, "v6-topic", 20)) == sorted(b"value-%d" % i for i in range(20))
-    from kafka_sidecar.server.client import KafkaClient
+    from kafka_sidecar.client import KafkaClient
 
     client = KafkaClient(s.bootstrap)
     try:
@@ -369,7 +369,7 @@ def test_two_listeners_each_advertise_their_own_endpoint(tmp_path, servers):
     ])
     by_name = {n: (h, p) for h, p, n in s.addresses}
     assert set(by_name) == {"PLAINTEXT", "INTERNAL"} and by_name["INTERNAL"][0] == "::1"
-    from kafka_sidecar.server.client import KafkaClient
+    from kafka_sidecar.client import KafkaClient
 
     def advertised(host: str, port: int) -> tuple[str, int]:
         client = KafkaClient(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
@@ -436,7 +436,7 @@ def test_metrics_move_with_produce_and_fetch(tmp_path, servers):
     assert ("kafka_log_logmanager_retention_rounds_total", ()) in after
     assert _value(after, "kafka_sidecar_ready") == 1
     # An error answer is counted per API and error name.
-    from kafka_sidecar.server.client import KafkaClient
+    from kafka_sidecar.client import KafkaClient
 
     client = KafkaClient(s.bootstrap)
     try:

@@ -108,7 +108,8 @@ def test_wrong_password_and_missing_config_fail_clearly(secure, pki: SimpleNames
 
 
 def test_properties_parser(tmp_path: Path) -> None:
-    from kafka_sidecar.server.tools.command_config import client_security, read_properties
+    from kafka_sidecar.client import client_security
+    from kafka_sidecar.server.tools.command_config import read_properties
 
     f = tmp_path / "c.properties"
     f.write_text("# comment\n! also a comment\nsecurity.protocol = SASL_PLAINTEXT\nsasl.mechanism: PLAIN\n"

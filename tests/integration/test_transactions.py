@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka_sidecar.client.blocking import _BrokerConnection, parse_bootstrap
 from kafka_sidecar.protocol.records import Record, encode_batch
-from kafka_sidecar.server.client import _BrokerConnection, parse_bootstrap
 
 from bench.reference import ReferenceKafka, find_kafka_home, unavailable_reason
 from tests.support import SidecarProcess, wait_until

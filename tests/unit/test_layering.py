@@ -1,11 +1,14 @@
 """The layering the README promises, checked on the source: protocol/ does no I/O and imports
-neither storage/ nor server/; storage/ does not use asyncio; server/ has no import cycle, counting
-imports inside functions (only ``if TYPE_CHECKING:`` imports are left out); and Kafka's API names
-agree with the dispatch table."""
+neither storage/ nor server/; storage/ does not use asyncio; client/ and spark/ import nothing from
+server/ and client/ does no asyncio; server/ has no import cycle, counting imports inside functions
+(only ``if TYPE_CHECKING:`` imports are left out); and Kafka's API names agree with the dispatch
+table."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.support import REPO
@@ -49,6 +52,31 @@ def test_protocol_and_storage_layers() -> None:
     for name, path in _modules("storage", "kafka_sidecar.storage").items():
         bad = {i for i in _imports(path, name) if i.split(".")[0] == "asyncio" or i.startswith("kafka_sidecar.server")}
         assert not bad, f"{path} imports {sorted(bad)}"
+
+
+def test_client_and_spark_import_nothing_from_server() -> None:
+    mods = {**_modules("client", "kafka_sidecar.client"), **_modules("spark", "kafka_sidecar.spark")}
+    assert "kafka_sidecar.client.blocking" in mods and "kafka_sidecar.spark._wire" in mods
+    for name, path in mods.items():
+        imports = _imports(path, name)
+        bad = {i for i in imports if i.startswith("kafka_sidecar.server") or i == "kafka_sidecar.testing"
+               or i.startswith("kafka_sidecar.testing.")}
+        if name.startswith("kafka_sidecar.client"):
+            bad |= {i for i in imports if i.split(".")[0] == "asyncio" or i.startswith("kafka_sidecar.spark")}
+        assert not bad, f"{path} imports {sorted(bad)}"
+
+
+def test_the_client_loads_without_the_server() -> None:
+    """What the static check promises, at run time: a fresh interpreter that imports the client
+    (and spark/'s wire requests) and builds a ClientSecurity has loaded nothing of server/. (Not
+    asyncio: kio, under protocol/, loads it.)"""
+    code = ("import sys; import kafka_sidecar.client, kafka_sidecar.spark._wire; "
+            "s = kafka_sidecar.client.client_security({'security.protocol': 'SASL_PLAINTEXT', 'sasl.mechanism': 'PLAIN', "
+            "'sasl.jaas.config': 'org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\";'}); "
+            "print(s.username, s.password, sorted(m for m in sys.modules if m.startswith('kafka_sidecar.server')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "u p []\n"
 
 
 def test_server_has_no_import_cycle() -> None:

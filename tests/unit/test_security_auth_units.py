@@ -7,13 +7,13 @@ from __future__ import annotations
 import base64
 
 import pytest
+from kafka_sidecar.client.jaas import JaasError, parse_jaas
+from kafka_sidecar.client.tls import normalize_pem
 from kafka_sidecar.server.config import BrokerConfig
 from kafka_sidecar.server.security import sasl as sasl_mod
 from kafka_sidecar.server.security.credentials import (
     PLAIN_LOGIN_MODULE,
-    JaasError,
     jaas_users,
-    parse_jaas,
     scram_credential,
 )
 from kafka_sidecar.server.security.sasl import (
@@ -25,7 +25,7 @@ from kafka_sidecar.server.security.sasl import (
     SaslSettings,
     ScramServer,
 )
-from kafka_sidecar.server.security.tls import PrincipalMapper, normalize_pem
+from kafka_sidecar.server.security.tls import PrincipalMapper
 from kafka_sidecar.storage.log_config import ConfigError
 
 # ---- JAAS -------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
-"""A small blocking Kafka client for our command-line tools (works against any Kafka broker).
+"""A small blocking Kafka client for our command-line tools and the Spark data sources (works
+against any Kafka broker).
 
 It bootstraps from one address, learns the brokers from Metadata and sends each
-request to the node asked for, negotiating versions with ApiVersions. With a tool's
-``--command-config`` (``tools.command_config.ClientSecurity``) every connection is TLS
+request to the node asked for, negotiating versions with ApiVersions. With client properties
+(a tool's ``--command-config``; ``client.security.ClientSecurity``) every connection is TLS
 and/or authenticates with SASL PLAIN or SCRAM (SaslHandshake v1, SaslAuthenticate), as
 Kafka's clients do.
 """
@@ -15,12 +16,11 @@ import hmac
 import os
 import socket
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafka_sidecar.protocol.messages import decode_response, encode_request
 
-if TYPE_CHECKING:
-    from .tools.command_config import ClientSecurity
+from .security import ClientSecurity, client_security
 
 API_VERSIONS = 18
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
@@ -126,8 +126,6 @@ class KafkaClient:
                  command_config: dict[str, str] | None = None) -> None:
         """``command_config``: Kafka client properties (a tool's --command-config): TLS, SASL,
         ``client.id``, ``request.timeout.ms``."""
-        from .tools.command_config import client_security
-
         props = command_config or {}
         self.client_id = props.get("client.id") or client_id
         self.timeout = int(props["request.timeout.ms"]) / 1000 if props.get("request.timeout.ms") else timeout
