@@ -32,9 +32,7 @@ from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.records import Record as BatchRecord
 from kafka_sidecar.protocol.records import encode_batch
 from kafka_sidecar.storage.log_config import validate_topic_configs
-from kafka_sidecar.storage.log_manager import TopicInfo
 
-from ..transactions.records import COMMIT_MARKER, replay_log
 from .group import (
     EMPTY_ASSIGNMENT,
     UNKNOWN_MEMBER_ID,
@@ -44,6 +42,7 @@ from .group import (
     now_ms,
 )
 from .javaorder import JavaHashMap, TimelineOrder, chm_order
+from .loader import load_offsets_topic
 from .records import (
     OFFSETS_TOPIC,
     GroupMetadataKey,
@@ -62,6 +61,7 @@ from .records import (
     offset_commit_value,
     partition_for,
 )
+from .timer import Timer, heartbeat_key, join_key, sync_key
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -131,50 +131,6 @@ def _append_error_to_response_error(code: int) -> int:
     return code
 
 
-class Timer:
-    """Keyed one-shot timers on the event loop (scheduling a key replaces its timer)."""
-
-    def __init__(self) -> None:
-        self._handles: dict[tuple[Any, ...], asyncio.TimerHandle] = {}
-
-    def schedule(self, key: tuple[Any, ...], delay_ms: int, fn: Callable[[], None]) -> None:
-        self.cancel(key)
-        loop = asyncio.get_running_loop()
-        self._handles[key] = loop.call_later(max(delay_ms, 0) / 1000, self._run, key, fn)
-
-    def _run(self, key: tuple[Any, ...], fn: Callable[[], None]) -> None:
-        self._handles.pop(key, None)
-        try:
-            fn()
-        except Exception:
-            log.exception("group coordinator timer %s failed", key)
-
-    def cancel(self, key: tuple[Any, ...]) -> None:
-        handle = self._handles.pop(key, None)
-        if handle is not None:
-            handle.cancel()
-
-    def cancel_all(self) -> None:
-        for handle in self._handles.values():
-            handle.cancel()
-        self._handles.clear()
-
-    def __contains__(self, key: tuple[Any, ...]) -> bool:
-        return key in self._handles
-
-
-def _heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
-    return ("heartbeat", group_id, member_id)
-
-
-def _join_key(group_id: str) -> tuple[str, str]:
-    return ("join", group_id)
-
-
-def _sync_key(group_id: str) -> tuple[str, str]:
-    return ("sync", group_id)
-
-
 class GroupCoordinator:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -212,7 +168,7 @@ class GroupCoordinator:
         if info is not None:
             self.num_partitions = info.partitions
             started = now_ms()
-            count = await self.broker.run_blocking(self._load_all, info)
+            count = await self.broker.run_blocking(load_offsets_topic, lm, info, self)
             for group in self.groups.values():
                 for member in group.all_members():
                     self._reschedule_heartbeat(group, member)
@@ -233,31 +189,6 @@ class GroupCoordinator:
             for member in group.all_members():
                 group.complete_join(member, join_response(member.member_id, errors.NOT_COORDINATOR))
                 group.complete_sync(member, sync_response(errors.NOT_COORDINATOR))
-
-    def _load_all(self, info: TopicInfo) -> int:
-        """Read every partition of the offsets topic and replay its records (storage thread, before serving)."""
-        lm = self.broker.log_manager
-        count = 0
-        for p in range(info.partitions):
-            lg = lm.get_log(OFFSETS_TOPIC, p)
-            if lg is None:
-                continue
-
-            def apply(record_offset: int, producer_id: int, _epoch: int, key: bytes | None, value: bytes | None,
-                      marker: int | None, p: int = p) -> bool:
-                if marker is not None:
-                    self.complete_transaction(producer_id, marker == COMMIT_MARKER, p)
-                    return False
-                if key is None:
-                    return False
-                if producer_id != -1:
-                    self._replay_transactional(producer_id, key, value, record_offset)
-                else:
-                    self._replay(key, value, record_offset)
-                return True
-
-            count += replay_log(lg, apply)
-        return count
 
     async def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` the first time a group needs it (Kafka creates it on the first FindCoordinator)."""
@@ -301,10 +232,10 @@ class GroupCoordinator:
         error, first = self._write(group_id, records)
         if error == errors.NONE:
             for i, (key, value) in enumerate(records):
-                self._replay(key, value, first + i)
+                self.replay(key, value, first + i)
         return error
 
-    def _replay(self, key_bytes: bytes, value: bytes | None, record_offset: int) -> None:
+    def replay(self, key_bytes: bytes, value: bytes | None, record_offset: int) -> None:
         key = decode_key(key_bytes)
         if isinstance(key, OffsetCommitKey):
             if value is None:
@@ -448,7 +379,7 @@ class GroupCoordinator:
                 # JoinGroup v4+: the member must rejoin with the id we give it.
                 group.add_pending_member(new_member_id)
                 gid = group.group_id
-                self.timer.schedule(_heartbeat_key(gid, new_member_id), req.session_timeout_ms, lambda: self._expire_heartbeat(gid, new_member_id))
+                self.timer.schedule(heartbeat_key(gid, new_member_id), req.session_timeout_ms, lambda: self._expire_heartbeat(gid, new_member_id))
                 fut.set_result(join_response(new_member_id, errors.MEMBER_ID_REQUIRED))
             else:
                 self._add_member_then_rebalance_or_complete_join(ctx, req, group, new_member_id, fut)
@@ -506,7 +437,7 @@ class GroupCoordinator:
         fenced_join = join_response(old_member_id, errors.FENCED_INSTANCE_ID)
         fenced_sync = sync_response(errors.FENCED_INSTANCE_ID)
         new = group.replace_static_member(req.group_instance_id or "", old_member_id, new_member_id, fenced_join, fenced_sync)
-        self.timer.cancel(_heartbeat_key(group.group_id, old_member_id))
+        self.timer.cancel(heartbeat_key(group.group_id, old_member_id))
         self._reschedule_heartbeat(group, new)
         old_rebalance, old_session, old_protocols = new.rebalance_timeout_ms, new.session_timeout_ms, list(new.protocols)
         group.update_member(new, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, fut)
@@ -569,14 +500,14 @@ class GroupCoordinator:
         if is_initial:
             delay = self.initial_rebalance_delay_ms
             remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            self.timer.schedule(_join_key(gid), delay, lambda: self._try_complete_initial_rebalance(gid, delay, remaining))
+            self.timer.schedule(join_key(gid), delay, lambda: self._try_complete_initial_rebalance(gid, delay, remaining))
         group.transition_to(GroupState.PREPARING_REBALANCE)
         log.info("preparing to rebalance group %s in state %s with old generation %d (reason: %s)", gid, group.state.value, group.generation_id, reason)
         if not is_initial:
             if group.has_all_members_joined():
                 self._complete_join(group)
             else:
-                self.timer.schedule(_join_key(gid), group.rebalance_timeout_ms(), lambda: self._complete_join_by_id(gid))
+                self.timer.schedule(join_key(gid), group.rebalance_timeout_ms(), lambda: self._complete_join_by_id(gid))
 
     def _try_complete_initial_rebalance(self, group_id: str, delay_ms: int, remaining_ms: int) -> None:
         group = self.groups.get(group_id)
@@ -586,7 +517,7 @@ class GroupCoordinator:
             group.new_member_added = False
             new_delay = min(self.initial_rebalance_delay_ms, remaining_ms)
             new_remaining = max(remaining_ms - delay_ms, 0)
-            self.timer.schedule(_join_key(group_id), new_delay, lambda: self._try_complete_initial_rebalance(group_id, new_delay, new_remaining))
+            self.timer.schedule(join_key(group_id), new_delay, lambda: self._try_complete_initial_rebalance(group_id, new_delay, new_remaining))
         else:
             self._complete_join(group)
 
@@ -606,18 +537,18 @@ class GroupCoordinator:
 
     def _complete_join(self, group: ClassicGroup) -> None:
         gid = group.group_id
-        self.timer.cancel(_join_key(gid))
+        self.timer.cancel(join_key(gid))
         gone = [m for m in group.not_yet_rejoined_members() if not m.is_static]
         for m in gone:
             group.remove(m.member_id)
-            self.timer.cancel(_heartbeat_key(gid, m.member_id))
+            self.timer.cancel(heartbeat_key(gid, m.member_id))
         if gone:
             log.info("group %s removed dynamic members who have not rejoined: %s", gid, [m.member_id for m in gone])
         if group.is_in(GroupState.DEAD):
             return
         if not group.maybe_elect_new_joined_leader() and group.num_members():
             log.error("group %s could not complete its rebalance because no members rejoined", gid)
-            self.timer.schedule(_join_key(gid), group.rebalance_timeout_ms(), lambda: self._complete_join_by_id(gid))
+            self.timer.schedule(join_key(gid), group.rebalance_timeout_ms(), lambda: self._complete_join_by_id(gid))
             return
         group.init_next_generation()
         if group.is_in(GroupState.EMPTY):
@@ -634,7 +565,7 @@ class GroupCoordinator:
             m.is_new = False
             group.pending_sync_members.add(m.member_id)
         generation = group.generation_id
-        self.timer.schedule(_sync_key(gid), group.rebalance_timeout_ms(), lambda: self._expire_pending_sync(gid, generation))
+        self.timer.schedule(sync_key(gid), group.rebalance_timeout_ms(), lambda: self._expire_pending_sync(gid, generation))
 
     def _expire_pending_sync(self, group_id: str, generation_id: int) -> None:
         group = self.groups.get(group_id)
@@ -644,17 +575,17 @@ class GroupCoordinator:
             pending = set(group.pending_sync_members)
             for member_id in pending:
                 group.remove(member_id)
-                self.timer.cancel(_heartbeat_key(group_id, member_id))
+                self.timer.cancel(heartbeat_key(group_id, member_id))
             self._prepare_rebalance(group, f"removing {sorted(pending)} on pending sync request expiration")
 
     def _remove_sync_expiration(self, group: ClassicGroup) -> None:
         group.pending_sync_members.clear()
-        self.timer.cancel(_sync_key(group.group_id))
+        self.timer.cancel(sync_key(group.group_id))
 
     def _reschedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None:
         gid, mid = group.group_id, member.member_id
         delay = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        self.timer.schedule(_heartbeat_key(gid, mid), delay, lambda: self._expire_heartbeat(gid, mid))
+        self.timer.schedule(heartbeat_key(gid, mid), delay, lambda: self._expire_heartbeat(gid, mid))
 
     def _expire_heartbeat(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
@@ -761,7 +692,7 @@ class GroupCoordinator:
     def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)
         if group.is_in(GroupState.DEAD, GroupState.EMPTY, GroupState.PREPARING_REBALANCE) or not group.pending_sync_members:
-            self.timer.cancel(_sync_key(group.group_id))
+            self.timer.cancel(sync_key(group.group_id))
 
     # ---- Heartbeat, LeaveGroup ---------------------------------------------------------
 
@@ -811,7 +742,7 @@ class GroupCoordinator:
                     resp["error_code"] = errors.UNKNOWN_MEMBER_ID
             elif group.is_pending_member(member_id):
                 group.remove(member_id)
-                self.timer.cancel(_heartbeat_key(group_id, member_id))
+                self.timer.cancel(heartbeat_key(group_id, member_id))
                 log.info("pending member %s has left group %s (reason: %s)", member_id, group_id, reason or "not provided")
             else:
                 error = group.validate_member(member_id, instance_id)
@@ -831,7 +762,7 @@ class GroupCoordinator:
 
     def _remove_current_member(self, group: ClassicGroup, member_id: str, reason: str | None) -> None:
         member = group.member(member_id)
-        self.timer.cancel(_heartbeat_key(group.group_id, member_id))
+        self.timer.cancel(heartbeat_key(group.group_id, member_id))
         log.info("member %s has left group %s (reason: %s)", member_id, group.group_id, reason or "not provided")
         group.complete_join(member, join_response(UNKNOWN_MEMBER_ID, errors.UNKNOWN_MEMBER_ID))
         group.remove(member_id)
@@ -925,7 +856,7 @@ class GroupCoordinator:
     def has_pending_transactional_offsets(self, group_id: str) -> bool:
         return any(group_id in groups for groups in self.pending_txn_offsets.values())
 
-    def _replay_transactional(self, producer_id: int, key_bytes: bytes, value: bytes | None, record_offset: int) -> None:
+    def replay_transactional(self, producer_id: int, key_bytes: bytes, value: bytes | None, record_offset: int) -> None:
         key = decode_key(key_bytes)
         if not isinstance(key, OffsetCommitKey) or value is None:
             return

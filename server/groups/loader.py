@@ -1,0 +1,47 @@
+"""Loading ``__consumer_offsets`` at start-up (Kafka's CoordinatorLoaderImpl): every partition is
+read in log order and each record or transaction marker is handed to the coordinator's replay."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from kafka_sidecar.storage.log_manager import LogManager, TopicInfo
+
+from ..transactions.records import COMMIT_MARKER, replay_log
+from .records import OFFSETS_TOPIC
+
+
+class ReplayTarget(Protocol):
+    """What the loader replays into (Kafka's CoordinatorPlayback: the shard's replay methods)."""
+
+    def replay(self, key_bytes: bytes, value: bytes | None, record_offset: int) -> None: ...
+
+    def replay_transactional(self, producer_id: int, key_bytes: bytes, value: bytes | None, record_offset: int) -> None: ...
+
+    def complete_transaction(self, producer_id: int, commit: bool, partition: int) -> None: ...
+
+
+def load_offsets_topic(log_manager: LogManager, info: TopicInfo, target: ReplayTarget) -> int:
+    """Read every partition of the offsets topic and replay its records (storage thread, before
+    serving). Returns the number of records replayed."""
+    count = 0
+    for p in range(info.partitions):
+        lg = log_manager.get_log(OFFSETS_TOPIC, p)
+        if lg is None:
+            continue
+
+        def apply(record_offset: int, producer_id: int, _epoch: int, key: bytes | None, value: bytes | None,
+                  marker: int | None, p: int = p) -> bool:
+            if marker is not None:
+                target.complete_transaction(producer_id, marker == COMMIT_MARKER, p)
+                return False
+            if key is None:
+                return False
+            if producer_id != -1:
+                target.replay_transactional(producer_id, key, value, record_offset)
+            else:
+                target.replay(key, value, record_offset)
+            return True
+
+        count += replay_log(lg, apply)
+    return count
