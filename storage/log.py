@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import os
 import random
 import shutil
 import struct
@@ -33,15 +32,23 @@ from kafka_sidecar.protocol.record_batch import (
     compute_crc,
     read_header,
 )
-from kafka_sidecar.protocol.records import Record, decode_batches, encode_batch
+from kafka_sidecar.protocol.records import Record, encode_batch
 
 from . import failpoints, retention
+from .local_log import LocalLog, open_segment
 from .log_config import LogConfig
+from .log_loader import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    MARKER_KEY,
+    MARKER_VALUE,
+    LogLoader,
+    aborted_txn_entry,
+)
 from .log_segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
-    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     AppendedBatch,
     FileSlice,
@@ -49,7 +56,7 @@ from .log_segment import (
     StorageError,
 )
 from .producer_state import CompletedTxn, ProducerStateManager, snapshot_path
-from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+from .txn_index import AbortedTxn
 
 __all__ = ["AppendInfo", "Log", "OffsetOutOfRangeError", "StorageError", "parse_partition_dir"]
 
@@ -59,10 +66,6 @@ _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _U32 = struct.Struct(">I")
-_MARKER_KEY = struct.Struct(">hh")  # version, ControlRecordType (0 ABORT, 1 COMMIT)
-_MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
 
 LEADER_EPOCH = 0
 
@@ -89,14 +92,16 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
 
 
 class Log:
+    """The leader-facing log (Kafka's UnifiedLog): offsets, producer state and transactions over
+    a LocalLog of segments (storage/local_log.py), loaded by a LogLoader (storage/log_loader.py)."""
+
     def __init__(self, dir: Path, topic: str, partition: int, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int | None = None, clean_shutdown: bool = True) -> None:
         self.dir = dir
         self.topic = topic
         self.partition = partition
         self.config = config
-        # Copy-on-write (segments, base offsets): readers take one snapshot without
-        # locking; writers (append, roll, retention, truncation) hold ``lock``.
-        self._view: tuple[list[LogSegment], list[int]] = ([], [])
+        # The segments; readers take one snapshot without locking, writers hold ``lock``.
+        self._local = LocalLog(dir, topic, partition)
         self.lock = threading.RLock()
         # (active segment's base offset, its roll jitter, (segment.jitter.ms, segment.ms) drawn for)
         self._jitter_drawn: tuple[int, int, tuple[int, int]] | None = None
@@ -107,129 +112,19 @@ class Log:
         self.last_flush_ms = int(time.time() * 1000)
         dir.mkdir(parents=True, exist_ok=True)
         self.producer_state = ProducerStateManager(dir, f"{topic}-{partition}")
-        # Smallest base offset of a segment recovered at load: its .txnindex is rebuilt from the log.
-        self._txn_rebuild_from: int | None = None
-        self._first_unstable: int | None = None  # cached producer_state.first_unstable_offset()
         # (log end offset, its segment's base, its byte position) after the last append: where a
         # READ_COMMITTED read stops when the LSO is the log end (Kafka keeps this LogOffsetMetadata).
         self._end_position: tuple[int, int, int] | None = None
-        self._load(recovery_point, clean_shutdown)
-        self.log_end_offset = self.active_segment.read_next_offset()
-        self.recovery_point = min(recovery_point, self.log_end_offset)
-        first_base = self.segments[0].base_offset
-        start = first_base if log_start_offset is None else max(log_start_offset, first_base)
-        self.log_start_offset = min(start, self.log_end_offset)
-        self._load_producer_state()
+        offsets = LogLoader(
+            dir, topic, partition, config, self._local, self.producer_state,
+            recovery_point=recovery_point, log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
+        ).load()
+        self.log_end_offset = offsets.log_end_offset
+        self.recovery_point = offsets.recovery_point
+        self.log_start_offset = offsets.log_start_offset
+        self._first_unstable: int | None = self.producer_state.first_unstable_offset()  # cached
 
-    # ---- loading and recovery (Kafka's LogLoader) -----------------------------------
-
-    def _load(self, recovery_point: int, clean_shutdown: bool) -> None:
-        self._complete_swaps()
-        bases: set[int] = set()
-        for entry in os.listdir(self.dir):
-            path = self.dir / entry
-            if entry.endswith(DELETED_SUFFIX) or entry.endswith(".cleaned") or entry.endswith(".tmp"):
-                # Left by a deletion or cleaning that did not finish: Kafka removes these at load.
-                path.unlink(missing_ok=True)
-                continue
-            if entry.endswith(LOG_SUFFIX):
-                stem = entry[: -len(LOG_SUFFIX)]
-                if stem.isdigit():
-                    bases.add(int(stem))
-        for entry in os.listdir(self.dir):
-            # An index without its log is dropped, as Kafka does.
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                if entry.endswith(suffix) and entry[: -len(suffix)].isdigit() and int(entry[: -len(suffix)]) not in bases:
-                    (self.dir / entry).unlink(missing_ok=True)
-        ordered = sorted(bases)
-        for i, base in enumerate(ordered):
-            is_last = i == len(ordered) - 1
-            self._add_segment(self._open_segment(base, active=is_last))
-        if not self.segments:
-            self._add_segment(self._open_segment(0, active=True))
-            return
-        self._check_indexes()
-        if clean_shutdown:
-            # Nothing to recover after a clean stop, but the end of the active segment, where
-            # appends go, is checked (cheaply): a torn or damaged tail is recovered as after a crash.
-            problem = self.active_segment.tail_problem()
-            if problem is not None:
-                log.warning("%s-%d: %s; recovering the last segment", self.topic, self.partition, problem)
-                self._recover(self.active_segment.base_offset)
-        else:
-            self._recover(recovery_point)
-
-    # Index entries checked one by one at load (newest segments first), per partition: ~80 MiB
-    # of log at the default index.interval.bytes, a few ms. Older segments get the cheap
-    # check; any entry a read uses is checked then (LogSegment._indexed_position).
-    FULL_INDEX_CHECK_ENTRIES = 20_000
-
-    def _check_indexes(self) -> None:
-        """Rebuild the indexes of any segment whose indexes fail the sanity check (Kafka rebuilds
-        a corrupt index at load too): a damaged index never stops the start, nor misleads a read."""
-        last = self.segments[-1]
-        budget = self.FULL_INDEX_CHECK_ENTRIES
-        for seg in reversed(self.segments):
-            entries = seg.offset_index.entries + seg.time_index.entries
-            full = entries <= budget
-            if full:
-                budget -= entries
-            problem = seg.index_problem(full=full)
-            if problem is None and seg is not last and (seg.offset_index.padded or seg.time_index.padded):
-                # An older segment's indexes are trimmed when it is rolled: zeros past the entries
-                # mean a crash mid-roll or damage (an index zeroed out).
-                problem = "indexes of an inactive segment are not trimmed"
-            if problem is None:
-                continue
-            log.warning("%s-%d: %s; rebuilding the indexes of segment %d", self.topic, self.partition, problem, seg.base_offset)
-            self._mark_txn_rebuild(seg.base_offset)
-            truncated = seg.recover()
-            if truncated:
-                log.warning("%s-%d: cut %d invalid bytes off segment %d while rebuilding its indexes", self.topic, self.partition, truncated, seg.base_offset)
-            if seg is not last:
-                seg.offset_index.trim()
-                seg.time_index.trim()
-
-    def _complete_swaps(self) -> None:
-        """Finish a compaction swap that a crash interrupted (Kafka's LogLoader does the same).
-
-        A ``<base>.log.swap`` holds the cleaned replacement of every segment whose
-        base offset lies in its offset range: those are removed and the swap takes
-        the final name. (``.cleaned`` files, never swapped in, are dropped below.)
-        """
-        for entry in sorted(os.listdir(self.dir)):
-            if not entry.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-                continue
-            stem = entry[: -len(LOG_SUFFIX + SWAP_SUFFIX)]
-            if not stem.isdigit():
-                continue
-            base = int(stem)
-            swap = LogSegment(self.dir, base, self.config.index_interval_bytes, self.config.segment_index_bytes, active=False, suffix=SWAP_SUFFIX)
-            swap.recover()
-            last = swap.read_next_offset() - 1
-            swap.close()
-            for other in os.listdir(self.dir):
-                name, _, ext = other.partition(".")
-                if name.isdigit() and base <= int(name) <= max(base, last) and not other.endswith(SWAP_SUFFIX) and not other.endswith(".snapshot") and not other.endswith(".tmp"):
-                    (self.dir / other).unlink(missing_ok=True)
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                src = self.dir / f"{stem}{suffix}{SWAP_SUFFIX}"
-                if src.exists():
-                    os.replace(src, self.dir / f"{stem}{suffix}")
-            log.warning("%s-%d: completed an interrupted compaction swap of segment %d (offsets up to %d)", self.topic, self.partition, base, last)
-            # Kafka recovers a swapped-in segment (LogLoader): its .txnindex is rebuilt from the log,
-            # whether or not the cleaned one was renamed before the crash.
-            self._mark_txn_rebuild(base)
-        # Index .swap files whose log was already renamed: their old indexes went to
-        # .deleted, so they are the current ones (Kafka renames every .swap at load).
-        for entry in sorted(os.listdir(self.dir)):
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                if entry.endswith(suffix + SWAP_SUFFIX):
-                    final = self.dir / entry[: -len(SWAP_SUFFIX)]
-                    if final.exists():
-                        (self.dir / entry).unlink(missing_ok=True)
-                    else:
-                        os.replace(self.dir / entry, final)
+    FULL_INDEX_CHECK_ENTRIES = LogLoader.FULL_INDEX_CHECK_ENTRIES  # the loader's (kept for callers)
 
     def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
         """Swap a cleaned segment (files ``.swap``) in for ``old``, under the log lock.
@@ -239,20 +134,7 @@ class Log:
         Raises ValueError (nothing changed) if ``old`` is no longer in the log.
         """
         with self.lock:
-            segments = self.segments
-            ids = {id(s) for s in old}
-            if not all(any(s is o for s in segments) for o in old):
-                raise ValueError("segments changed during cleaning")
-            first = next(i for i, s in enumerate(segments) if id(s) in ids)
-            kept = [s for s in segments if id(s) not in ids]
-            kept.insert(first, new)
-            for seg in old:
-                seg.change_suffix("", DELETED_SUFFIX)
-                seg.deleted = True
-                failpoints.hit("log.swap.after_delete_rename")
-            failpoints.hit("log.swap.before_final_rename")
-            new.change_suffix(SWAP_SUFFIX, "")
-            self._set_segments(kept)
+            self._local.replace_segments(new, old)
             self.retired_segments.extend(old)
 
     def take_retired_segments(self) -> list[LogSegment]:
@@ -261,120 +143,13 @@ class Log:
             out, self.retired_segments = self.retired_segments, []
             return out
 
-    def _mark_txn_rebuild(self, base: int) -> None:
-        if self._txn_rebuild_from is None or base < self._txn_rebuild_from:
-            self._txn_rebuild_from = base
-
-    def _load_producer_state(self) -> None:
-        """Newest snapshot at or below the log end, then replay the batches after it: data batches
-        (idempotent/transactional state, ongoing transactions) and transaction markers (which
-        complete them). Segments recovered at load get their ``.txnindex`` rebuilt on the way, as
-        Kafka's LogSegment.recover does; the replay then starts at or below the first of them."""
-        psm = self.producer_state
-        psm.truncate_and_reload(self.segments[0].base_offset, self.log_end_offset)
-        for seg in self.segments:
-            if seg.txn_index.load_problem:
-                log.warning("%s-%d: transaction index %s: %s; rebuilding it", self.topic, self.partition, seg.txn_index.path.name, seg.txn_index.load_problem)
-                self._mark_txn_rebuild(seg.base_offset)
-        rebuild_from = self._txn_rebuild_from
-        limit = self.log_end_offset if rebuild_from is None else rebuild_from
-        # Newest snapshot first; a corrupt one is deleted and the next older one tried (Kafka's way).
-        start = None
-        while (candidate := psm.latest_snapshot_at_or_below(limit)) is not None:
-            if psm.load_snapshot(candidate):
-                start = candidate
-                break
-        if start is None:
-            psm.reset()
-            start = self.segments[0].base_offset
-        if rebuild_from is not None:
-            for seg in self.segments:
-                if seg.base_offset >= rebuild_from:
-                    seg.txn_index.reset()
-        replayed = 0
-        if start < self.log_end_offset:
-            for seg in self.segments:
-                if seg.read_next_offset() <= start:
-                    continue
-                rebuild = rebuild_from is not None and seg.base_offset >= rebuild_from
-                _, pos = seg.offset_index.lookup(start)
-                for p, h in seg.iter_batches(pos):
-                    if h.last_offset < start or h.producer_id < 0:
-                        continue
-                    if h.is_control:
-                        marker = _read_marker(seg, p, h)
-                        if marker is not None:
-                            commit, coordinator_epoch = marker
-                            completed = psm.end_txn(h.producer_id, h.producer_epoch, coordinator_epoch, commit, h.base_offset, h.max_timestamp)
-                            if completed is not None:
-                                if completed.is_aborted and rebuild:
-                                    seg.txn_index.append(self._aborted_entry(completed))
-                                psm.complete_txn(completed)
-                    else:
-                        psm.update(h, h.last_offset, h.max_timestamp)
-                    replayed += 1
-        if rebuild_from is not None:
-            for seg in self.segments[:-1]:
-                if seg.base_offset >= rebuild_from and seg.txn_index.exists:
-                    seg.txn_index.flush()
-                    seg.txn_index.close_writer()
-        self._first_unstable = psm.first_unstable_offset()
-        self._txn_rebuild_from = None
-        if replayed:
-            log.info("%s-%d: rebuilt producer state from offset %d (%d producer batches)", self.topic, self.partition, start, replayed)
-
     def _aborted_entry(self, completed: CompletedTxn) -> AbortedTxn:
-        return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, self.producer_state.last_stable_offset_after(completed))
-
-    def _open_segment(self, base: int, active: bool) -> LogSegment:
-        prefix = f"{base:020d}"
-        had_indexes = (self.dir / (prefix + INDEX_SUFFIX)).exists() and (self.dir / (prefix + TIME_INDEX_SUFFIX)).exists()
-        seg = LogSegment(self.dir, base, self.config.index_interval_bytes, self.config.segment_index_bytes, active=active)
-        if not had_indexes and seg.size:
-            log.info("rebuilding missing indexes of %s segment %d", self.dir.name, base)
-            self._mark_txn_rebuild(base)
-            seg.recover()
-            if not active:
-                seg.offset_index.trim()
-                seg.time_index.trim()
-        return seg
+        return aborted_txn_entry(self.producer_state, completed)
 
     @property
     def segments(self) -> list[LogSegment]:
         """The current segments, oldest first (a snapshot: never mutated in place)."""
-        return self._view[0]
-
-    def _set_segments(self, segments: list[LogSegment]) -> None:
-        self._view = (segments, [s.base_offset for s in segments])
-
-    def _add_segment(self, seg: LogSegment) -> None:
-        self._set_segments([*self.segments, seg])
-
-    def _recover(self, recovery_point: int) -> None:
-        """Recover every segment from the one holding the recovery point (unclean shutdown)."""
-        start = max(0, bisect.bisect_right(self._view[1], recovery_point) - 1)
-        if start < len(self.segments):
-            self._mark_txn_rebuild(self.segments[start].base_offset)
-        for i in range(start, len(self.segments)):
-            seg = self.segments[i]
-            truncated = seg.recover()
-            if truncated:
-                log.warning(
-                    "recovery of %s-%d: truncated %d invalid bytes at the end of segment %d; removing %d later segments",
-                    self.topic, self.partition, truncated, seg.base_offset, len(self.segments) - i - 1,
-                )
-                for later in self.segments[i + 1 :]:
-                    later.close()
-                    for p in later.paths():
-                        p.unlink(missing_ok=True)
-                self._set_segments(self.segments[: i + 1])
-                break
-        # Only the last segment is active; older ones keep trimmed indexes.
-        for seg in self.segments[:-1]:
-            seg.offset_index.trim()
-            seg.time_index.trim()
-        if len(self.segments) > start:
-            log.info("recovered %s-%d from offset %d: log end offset %d", self.topic, self.partition, recovery_point, self.segments[-1].read_next_offset())
+        return self._local.segments
 
     # ---- properties ------------------------------------------------------------------
 
@@ -474,7 +249,7 @@ class Log:
             psm.check_end_txn(producer_id, producer_epoch, coordinator_epoch, offset)
             batch = bytearray(encode_end_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit, now_ms))
             h = read_header(batch)
-            info = self._append(batch, [h], now_ms)
+            self._append(batch, [h], now_ms)
             seg = self.active_segment  # the segment the marker went to (after any roll)
             completed = psm.end_txn(producer_id, producer_epoch, coordinator_epoch, commit, offset, h.max_timestamp)
             if completed is not None:
@@ -530,7 +305,7 @@ class Log:
                 p.unlink(missing_ok=True)
         failpoints.hit("log.roll.after_snapshot")
         try:
-            new = self._open_segment(new_base, active=True)
+            new = open_segment(self.dir, new_base, self.config, active=True)
         except OSError as e:
             # No half-made segment may stay behind: at the next start it would hide the
             # offsets still appended to the old one, which stays the active segment.
@@ -542,7 +317,7 @@ class Log:
                 except OSError:
                     pass
             raise StorageError(f"cannot roll {self.topic}-{self.partition} to a new segment at {new_base}: {e.strerror or e}", e.errno) from e
-        self._add_segment(new)
+        self._local.add_segment(new)
         log.info("rolled %s-%d: new segment %020d (previous %d bytes)", self.topic, self.partition, new_base, old.size)
         return new
 
@@ -572,7 +347,7 @@ class Log:
             raise OffsetOutOfRangeError(
                 f"offset {fetch_offset} is outside [{self.log_start_offset}, {self.log_end_offset}] for {self.topic}-{self.partition}"
             )
-        segments, bases = self._view
+        segments, bases = self._local.view
         if fetch_offset == self.log_end_offset or (max_offset is not None and fetch_offset >= max_offset):
             return None, -1, segments
         i = bisect.bisect_right(bases, fetch_offset) - 1
@@ -610,12 +385,12 @@ class Log:
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start_offset, upper_bound_offset) (Kafka's
         UnifiedLog.collectAbortedTransactions, used by the cleaner)."""
-        segments, bases = self._view
+        segments, bases = self._local.view
         i = max(0, bisect.bisect_right(bases, start_offset) - 1)
         return self._collect_aborted(segments, i, self.log_start_offset, upper_bound_offset)
 
     def segment_for(self, offset: int) -> LogSegment:
-        segments, bases = self._view
+        segments, bases = self._local.view
         return segments[max(0, bisect.bisect_right(bases, offset) - 1)]
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
@@ -675,7 +450,7 @@ class Log:
             if segments[n - 1] is self.active_segment:
                 n -= 1
         doomed, kept = segments[:n], segments[n:]
-        self._set_segments(kept)
+        self._local.set_segments(kept)
         for seg in doomed:
             seg.change_suffix("", DELETED_SUFFIX)
             seg.deleted = True
@@ -740,27 +515,8 @@ class Log:
 def encode_end_txn_marker(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, timestamp: int) -> bytes:
     """Kafka's MemoryRecords.withEndTransactionMarker: a transactional control batch with one
     record, key = (version 0, type: 0 ABORT / 1 COMMIT), value = (version 0, coordinator epoch)."""
-    record = Record(0, timestamp, _MARKER_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT), _MARKER_VALUE.pack(0, coordinator_epoch))
+    record = Record(0, timestamp, MARKER_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT), MARKER_VALUE.pack(0, coordinator_epoch))
     return encode_batch(
         [record], producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
         partition_leader_epoch=LEADER_EPOCH, is_transactional=True, is_control=True,
     )
-
-
-def _read_marker(seg: LogSegment, position: int, h: BatchHeader) -> tuple[bool, int] | None:
-    """(commit, coordinator epoch) of a transaction marker batch; None for an empty control
-    batch (its transaction was cleaned away) or another control type."""
-    try:
-        batches = decode_batches(seg.read_batch_bytes(position, h.size), verify_crc=False)
-    except (ValueError, IndexError, struct.error):
-        return None
-    if not batches or not batches[0].records:
-        return None
-    r = batches[0].records[0]
-    if r.key is None or len(r.key) < _MARKER_KEY.size:
-        return None
-    _, kind = _MARKER_KEY.unpack_from(r.key)
-    if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
-        return None
-    coordinator_epoch = _MARKER_VALUE.unpack_from(r.value)[1] if r.value is not None and len(r.value) >= _MARKER_VALUE.size else -1
-    return kind == CONTROL_COMMIT, coordinator_epoch
