@@ -148,8 +148,13 @@ class Broker:
             self.bound_ports[ep.name] = port
         self._server = self._listener_servers[0]
         self.port = self.bound_ports[self.listeners[0].name]
-        self._tasks.append(asyncio.create_task(self._periodic(self.config.get("log.flush.offset.checkpoint.interval.ms"), self._checkpoint)))
-        self._tasks.append(asyncio.create_task(self._periodic(1000, self._flush_dirty)))
+        cfg = self.config
+        self._tasks.append(asyncio.create_task(self._periodic(cfg.get("log.flush.offset.checkpoint.interval.ms"), self._checkpoint_recovery_points)))
+        self._tasks.append(asyncio.create_task(self._periodic(cfg.get("log.flush.start.offset.checkpoint.interval.ms"), self._checkpoint_log_start_offsets)))
+        self._tasks.append(asyncio.create_task(self._periodic(cfg.get("replica.high.watermark.checkpoint.interval.ms"), self._checkpoint_high_watermarks)))
+        # Kafka's kafka-log-flusher runs every log.flush.scheduler.interval.ms; the same tick
+        # flushes rolled segments and removes .deleted files, so it runs at least every second.
+        self._tasks.append(asyncio.create_task(self._periodic(min(1000, cfg.get("log.flush.scheduler.interval.ms")), self._flush_dirty)))
         self._tasks.append(asyncio.create_task(self._periodic(
             self.config.get("log.retention.check.interval.ms"), self._retention,
             initial_delay_ms=self.config.get("log.initial.task.delay.ms"),
@@ -217,9 +222,14 @@ class Broker:
                 log.exception("background task %s failed", getattr(fn, "__name__", fn))
             await asyncio.sleep(interval)
 
-    async def _checkpoint(self) -> None:
+    async def _checkpoint_recovery_points(self) -> None:
         await self.run_blocking(self.log_manager.checkpoint_recovery_points)
+
+    async def _checkpoint_log_start_offsets(self) -> None:
         await self.run_blocking(self.log_manager.checkpoint_log_start_offsets)
+
+    async def _checkpoint_high_watermarks(self) -> None:
+        await self.run_blocking(self.replica_manager.checkpoint_high_watermarks)
 
     async def _flush_dirty(self) -> None:
         now = int(time.time() * 1000)

@@ -41,6 +41,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, at_least=0),
         ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, at_least=0),
         ConfigDef("log.flush.scheduler.interval.ms", "long", 2**63 - 1),
+        ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000),
         ConfigDef("log.retention.check.interval.ms", "long", 300000, at_least=1),
         ConfigDef("log.retention.hours", "int", 168),
         ConfigDef("log.retention.minutes", "int", None),
@@ -385,6 +386,9 @@ class BrokerConfig:
             out["segment.ms"] = int(self.values["log.roll.hours"]) * 3_600_000
         if "segment.jitter.ms" not in out and self.is_set("log.roll.jitter.hours"):
             out["segment.jitter.ms"] = int(self.values["log.roll.jitter.hours"]) * 3_600_000
+        if "flush.ms" not in out and self.is_set("log.flush.scheduler.interval.ms"):
+            # KafkaConfig.logFlushIntervalMs: log.flush.interval.ms, else the flusher's interval.
+            out["flush.ms"] = int(self.values["log.flush.scheduler.interval.ms"])
         return out
 
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.record_batch import BatchHeader, read_header
+from kafka_sidecar.storage import checkpoint
 from kafka_sidecar.storage.log import AppendInfo, Log, StorageError
 from kafka_sidecar.storage.log_segment import FileSlice
 from kafka_sidecar.storage.producer_state import ProducerStateError
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# Kafka's high-watermark checkpoint, one per log dir (ReplicaManager.HighWatermarkFilename).
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 
 
 class AppendOrigin(Enum):
@@ -154,9 +157,17 @@ class ReplicaManager:
             await asyncio.wait(list(self._pending))
 
     async def shutdown(self) -> None:
-        """Cancel parked fetches and let flushes in flight finish, before the logs close."""
+        """Cancel parked fetches, let flushes in flight finish and checkpoint the high
+        watermarks, before the logs close (ReplicaManager.shutdown)."""
         self.purgatory.cancel_all()
         await self.await_pending_flushes()
+        await self._run(self.checkpoint_high_watermarks)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write ``replication-offset-checkpoint`` as a one-node Kafka does: every partition's
+        high watermark (here its log end: this node is the whole ISR). Blocking (storage thread)."""
+        offsets = {tp: lg.high_watermark for tp, lg in list(self.log_manager.logs.items())}
+        checkpoint.write_offsets(self.log_manager.data_dir / REPLICATION_OFFSET_CHECKPOINT, offsets)
 
     async def _run(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
