@@ -34,73 +34,35 @@ One round (``LogCleaner.clean_one``):
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafka_sidecar.protocol.record_batch import read_header
 from kafka_sidecar.protocol.records import RecordBatch, decode_batches, encode_batch
 
-from . import checkpoint
+from . import failpoints
+from .cleaner_manager import (
+    CLEANER_CHECKPOINT,
+    CleanerAbortedError,
+    LogCleanerManager,
+    LogToClean,
+    _segments_overlapping,
+)
 from .log import CONTROL_ABORT, CONTROL_COMMIT, Log
 from .log_segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, AppendedBatch, LogSegment
+from .offset_map import BYTES_PER_ENTRY, SHORT_KEY, SkimpyOffsetMap
+from .throttler import NO_LIMIT, Throttler
 from .txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
-CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
-BYTES_PER_ENTRY = 24  # 16-byte MD5 + 8-byte offset, as Kafka's SkimpyOffsetMap
 INDEX_ENTRY_SIZE = 8
-
-
-class CleanerAbortedError(Exception):
-    """Cleaning of a log was aborted (topic deleted, DeleteRecords, truncation...)."""
-
-
-_md5 = hashlib.md5
-# Keys shorter than this are their own map entry; longer ones are replaced by their MD5.
-SHORT_KEY = 16
-
-
-class SkimpyOffsetMap:
-    """key digest -> last offset, with Kafka's capacity rule (bytes x load factor / 24).
-
-    Kafka keys its map by the 16-byte MD5 of each key. A key shorter than 16 bytes is
-    used as is here: it is no larger than a digest, cannot be equal to one (digests are
-    exactly 16 bytes), and costs no hashing, which is most of a lookup's time in Python.
-    The Cleaner's loops inline ``digest``/``put``/``get`` on ``_map`` for speed.
-    """
-
-    def __init__(self, memory: int, load_factor: float = 0.9) -> None:
-        self.slots = max(1, int(memory * load_factor) // BYTES_PER_ENTRY)
-        self._map: dict[bytes, int] = {}
-        self.latest_offset = -1
-
-    @staticmethod
-    def digest(key: bytes) -> bytes:
-        return key if len(key) < SHORT_KEY else _md5(key).digest()
-
-    def put(self, key: bytes, offset: int) -> None:
-        self._map[self.digest(key)] = offset
-
-    def get(self, key: bytes) -> int:
-        return self._map.get(self.digest(key), -1)
-
-    @property
-    def size(self) -> int:
-        return len(self._map)
-
-    @property
-    def full(self) -> bool:
-        return len(self._map) >= self.slots
-
-    def clear(self) -> None:
-        self._map.clear()
-        self.latest_offset = -1
+DEFAULT_IO_BUFFER_SIZE = 524288  # log.cleaner.io.buffer.size
+LENGTH_END = 12  # a batch's size is its 4-byte length at byte 8, plus these 12 bytes
 
 
 @dataclass
@@ -114,6 +76,7 @@ class CleanerStats:
     records_removed: int = 0
     tombstones_removed: int = 0
     map_entries: int = 0
+    buffer_utilization: float = 0.0  # the offset map's entries / slots after it was built
     start_ms: float = field(default_factory=lambda: time.time() * 1000)
     end_ms: float = 0.0
     first_dirty_offset: int = 0
@@ -133,149 +96,24 @@ class CleanerStats:
         )
 
 
-@dataclass
-class LogToClean:
-    log: Log
-    first_dirty_offset: int
-    first_uncleanable_offset: int
-    clean_bytes: int
-    cleanable_bytes: int
-    needs_compaction_now: bool = False
-
-    @property
-    def ratio(self) -> float:
-        total = self.clean_bytes + self.cleanable_bytes
-        return self.cleanable_bytes / total if total else 0.0
-
-
-def _segments_overlapping(lg: Log, start: int, end: int) -> list[LogSegment]:
-    """Segments holding any offset in [start, end)."""
-    segs = lg.segments
-    out = []
-    for i, s in enumerate(segs):
-        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else lg.log_end_offset
-        if s.base_offset < end and nxt > start:
-            out.append(s)
-    return out
-
-
-class LogCleanerManager:
-    """Which log to clean next, the cleaner checkpoints, and per-log cleaning states."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.checkpoint_path = data_dir / CLEANER_CHECKPOINT
-        self._lock = threading.Condition()
-        self.checkpoints = checkpoint.read_offsets(self.checkpoint_path)
-        self.in_progress: set[tuple[str, int]] = set()
-        self.paused: dict[tuple[str, int], int] = {}  # pause count
-        self.aborted: set[tuple[str, int]] = set()
-
-    def cleanable_offsets(self, lg: Log, now_ms: int) -> tuple[int, int, bool]:
-        """(first dirty offset, first uncleanable offset, must clean now)."""
-        tp = (lg.topic, lg.partition)
-        checkpointed = self.checkpoints.get(tp)
-        first_dirty = lg.log_start_offset if checkpointed is None else checkpointed
-        if first_dirty < lg.log_start_offset or first_dirty > lg.log_end_offset:
-            first_dirty = lg.log_start_offset
-        # Kafka never cleans at or past the first unstable offset (an ongoing transaction).
-        uncleanable = min(lg.last_stable_offset, lg.active_segment.base_offset)
-        lag = lg.config.values["min.compaction.lag.ms"]
-        dirty_segments = [s for s in _segments_overlapping(lg, first_dirty, uncleanable)]
-        if lag > 0:
-            for s in dirty_segments:
-                if s.largest_timestamp() > now_ms - lag:
-                    uncleanable = min(uncleanable, s.base_offset)
-                    break
-        must = False
-        max_lag = lg.config.values["max.compaction.lag.ms"]
-        if max_lag < 2**63 - 1:
-            # Kafka: the earliest first-batch timestamp (> 0) of the dirty, non-active segments.
-            stamps = [
-                ts for s in dirty_segments if s is not lg.active_segment
-                if (ts := s._load_rolling_based_timestamp()) is not None and ts > 0
-            ]
-            if stamps and now_ms - min(stamps) > max_lag:
-                must = True
-        return first_dirty, max(first_dirty, uncleanable), must
-
-    def grab_filthiest_log(self, logs: list[Log], now_ms: int) -> LogToClean | None:
-        """The dirtiest eligible log, marked in progress; None if nothing needs cleaning."""
-        with self._lock:
-            candidates: list[LogToClean] = []
-            expired_tombstones: list[LogToClean] = []
-            for lg in logs:
-                tp = (lg.topic, lg.partition)
-                if not lg.config.compact or tp in self.in_progress or tp in self.paused:
-                    continue
-                first_dirty, uncleanable, must = self.cleanable_offsets(lg, now_ms)
-                clean_bytes = sum(s.size for s in _segments_overlapping(lg, lg.log_start_offset, first_dirty))
-                cleanable = sum(s.size for s in _segments_overlapping(lg, first_dirty, uncleanable))
-                ltc = LogToClean(lg, first_dirty, uncleanable, clean_bytes, cleanable, must)
-                min_ratio = lg.config.values["min.cleanable.dirty.ratio"]
-                if (must and cleanable > 0) or (cleanable > 0 and ltc.ratio > min_ratio):
-                    candidates.append(ltc)
-                elif 0 <= lg.latest_delete_horizon <= now_ms:
-                    expired_tombstones.append(ltc)
-            pick = max(candidates, key=lambda c: c.ratio) if candidates else (expired_tombstones[0] if expired_tombstones else None)
-            if pick is not None:
-                self.in_progress.add((pick.log.topic, pick.log.partition))
-            return pick
-
-    def done_cleaning(self, lg: Log, end_offset: int | None) -> None:
-        tp = (lg.topic, lg.partition)
-        with self._lock:
-            self.in_progress.discard(tp)
-            self.aborted.discard(tp)
-            if end_offset is not None:
-                self.checkpoints[tp] = end_offset
-                checkpoint.write_offsets(self.checkpoint_path, dict(self.checkpoints))
-            self._lock.notify_all()
-
-    def check_aborted(self, lg: Log) -> None:
-        if (lg.topic, lg.partition) in self.aborted:
-            raise CleanerAbortedError(f"cleaning of {lg.topic}-{lg.partition} was aborted")
-
-    def abort_and_pause(self, topic: str, partition: int, timeout: float = 30.0) -> None:
-        """Stop cleaning this partition (waiting for a round in progress) until resumed."""
-        tp = (topic, partition)
-        with self._lock:
-            self.paused[tp] = self.paused.get(tp, 0) + 1
-            if tp in self.in_progress:
-                self.aborted.add(tp)
-                self._lock.wait_for(lambda: tp not in self.in_progress, timeout)
-
-    def resume(self, topic: str, partition: int) -> None:
-        tp = (topic, partition)
-        with self._lock:
-            n = self.paused.get(tp, 0) - 1
-            if n <= 0:
-                self.paused.pop(tp, None)
-            else:
-                self.paused[tp] = n
-
-    def remove(self, topic: str, partition: int) -> None:
-        """Forget a deleted partition's checkpoint."""
-        with self._lock:
-            if self.checkpoints.pop((topic, partition), None) is not None:
-                checkpoint.write_offsets(self.checkpoint_path, dict(self.checkpoints))
-
-    def update_checkpoint_for_truncation(self, lg: Log) -> None:
-        tp = (lg.topic, lg.partition)
-        with self._lock:
-            off = self.checkpoints.get(tp)
-            if off is not None and (off > lg.log_end_offset or off < lg.log_start_offset):
-                self.checkpoints[tp] = lg.log_start_offset
-                checkpoint.write_offsets(self.checkpoint_path, dict(self.checkpoints))
-
-
 class Cleaner:
-    """Cleans one log: offset map, then rewrite of segment groups (Kafka's Cleaner)."""
+    """Cleans one log: offset map, then rewrite of segment groups (Kafka's Cleaner).
 
-    def __init__(self, offset_map: SkimpyOffsetMap, check_aborted: Callable[[Log], None], now: Callable[[], int] | None = None) -> None:
+    Segments are read through a read buffer of ``io_buffer_size`` bytes (grown, for one
+    segment, to hold a batch larger than it: up to ``max.message.bytes`` at a time, or the
+    batch's own size, as Kafka's growBuffersOrFail), and each buffer's surviving batches are
+    written to the cleaned segment at once: a segment is never held in memory whole. Between
+    buffers the cleaner checks for an abort and feeds the throttler.
+    """
+
+    def __init__(self, offset_map: SkimpyOffsetMap, check_aborted: Callable[[Log], None], now: Callable[[], int] | None = None, *,
+                 io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE // 2, throttler: Throttler | None = None) -> None:
         self.offset_map = offset_map
         self.check_aborted = check_aborted
         self.now = now or (lambda: int(time.time() * 1000))
+        self.io_buffer_size = max(LENGTH_END, io_buffer_size)
+        self.throttler = throttler or Throttler(NO_LIMIT)
+        self.max_read_size = 0  # largest read buffer used (tests, stats)
 
     def clean(self, ltc: LogToClean) -> tuple[int, CleanerStats]:
         lg = ltc.log
@@ -284,6 +122,7 @@ class Cleaner:
         omap.clear()
         end_offset = self._build_offset_map(lg, ltc.first_dirty_offset, ltc.first_uncleanable_offset, stats)
         stats.map_entries = omap.size
+        stats.buffer_utilization = omap.utilization
         now_ms = self.now()
         delete_retention_ms = lg.config.values["delete.retention.ms"]
         latest_horizon = -1
@@ -296,6 +135,38 @@ class Cleaner:
         stats.end_ms = time.time() * 1000
         return end_offset, stats
 
+    # ---- reading -------------------------------------------------------------------
+
+    def _read_buffers(self, lg: Log, seg: LogSegment) -> Iterator[tuple[bytes, list[RecordBatch]]]:
+        """The segment's batches, one read buffer at a time: (buffer bytes, its whole batches).
+
+        A batch that does not fit the buffer grows it for the rest of the segment; a
+        truncated batch at the end of the segment ends the reading (as a whole read did).
+        The abort check happens before every read, the throttler counts every read.
+        """
+        size = seg.size
+        read_size = self.io_buffer_size
+        max_message = max(read_size, lg.config.max_message_bytes)
+        pos = 0
+        while pos < size:
+            self.check_aborted(lg)
+            raw = seg.read_batch_bytes(pos, min(read_size, size - pos))
+            batches = decode_batches(raw, verify_crc=False)
+            if not batches:
+                if len(raw) < LENGTH_END:
+                    return
+                need = int.from_bytes(raw[8:LENGTH_END], "big", signed=True) + LENGTH_END
+                if need <= len(raw) or pos + need > size:
+                    return  # a truncated batch at the end of the segment
+                read_size = max(need, min(read_size * 2, max_message))
+                self.max_read_size = max(self.max_read_size, read_size)
+                continue
+            used = sum(b.size for b in batches)
+            self.max_read_size = max(self.max_read_size, len(raw))
+            self.throttler.maybe_throttle(used)
+            yield raw, batches
+            pos += used
+
     # ---- offset map ----------------------------------------------------------------
 
     def _build_offset_map(self, lg: Log, start: int, end: int, stats: CleanerStats) -> int:
@@ -305,26 +176,26 @@ class Cleaner:
         segment, and cleaning covers only up to the last batch mapped whole.
         """
         omap = self.offset_map
-        entries = omap._map  # omap.put and omap.full, inlined
+        put = omap.put
         slots = omap.slots
-        md5 = _md5
         txns = CleanedTransactionMetadata(lg.collect_aborted_transactions(start, end))
         for seg in _segments_overlapping(lg, start, end):
             self.check_aborted(lg)
-            for batch in decode_batches(seg.read_batch_bytes(0, seg.size), verify_crc=False):
-                if batch.last_offset < start:
-                    continue
-                if batch.is_control:
-                    txns.on_control_batch_read(batch)
-                elif not txns.on_batch_read(batch):  # records of an aborted transaction are not mapped
-                    for r in batch.records:
-                        key = r.key
-                        if key is not None and start <= r.offset < end:
-                            if len(entries) >= slots:
-                                return max(start, omap.latest_offset + 1)
-                            entries[key if len(key) < SHORT_KEY else md5(key).digest()] = r.offset
-                if start <= batch.last_offset < end:
-                    omap.latest_offset = max(omap.latest_offset, batch.last_offset)
+            for _raw, batches in self._read_buffers(lg, seg):
+                for batch in batches:
+                    if batch.last_offset < start:
+                        continue
+                    if batch.is_control:
+                        txns.on_control_batch_read(batch)
+                    elif not txns.on_batch_read(batch):  # records of an aborted transaction are not mapped
+                        for r in batch.records:
+                            key = r.key
+                            if key is not None and start <= r.offset < end:
+                                if omap.entries >= slots:
+                                    return max(start, omap.latest_offset + 1)
+                                put(key, r.offset)
+                    if start <= batch.last_offset < end:
+                        omap.latest_offset = max(omap.latest_offset, batch.last_offset)
         return max(start, omap.latest_offset + 1)
 
     # ---- grouping ------------------------------------------------------------------
@@ -374,23 +245,37 @@ class Cleaner:
                 # Kafka's cleanSegments: the aborted transactions overlapping this segment.
                 nxt = next((s.base_offset for s in segments if s.base_offset > seg.base_offset), seg.read_next_offset())
                 txns.add_aborted_transactions(lg.collect_aborted_transactions(seg.base_offset, nxt))
-                raw = seg.read_batch_bytes(0, seg.size)
-                stats.bytes_read += len(raw)
-                pos = 0
-                for batch in decode_batches(raw, verify_crc=False):
-                    original = raw[pos : pos + batch.size]
-                    pos += batch.size
-                    out, horizon = self._filter_batch(lg, batch, original, map_end, now_ms, new_horizon, stats, txns)
-                    if out is None:
-                        continue
-                    latest_horizon = max(latest_horizon, horizon)
-                    cleaned.append(out, [AppendedBatch(0, len(out), batch.last_offset, _max_ts(out, batch))])
-                    stats.bytes_written += len(out)
+                for raw, batches in self._read_buffers(lg, seg):
+                    stats.bytes_read += sum(b.size for b in batches)
+                    outs: list[bytes] = []
+                    appended: list[AppendedBatch] = []
+                    written = 0
+                    pos = 0
+                    for batch in batches:
+                        original = raw[pos : pos + batch.size]
+                        pos += batch.size
+                        out, horizon = self._filter_batch(lg, batch, original, map_end, now_ms, new_horizon, stats, txns)
+                        if out is None:
+                            continue
+                        latest_horizon = max(latest_horizon, horizon)
+                        appended.append(AppendedBatch(written, len(out), batch.last_offset, _max_ts(out, batch)))
+                        outs.append(out)
+                        written += len(out)
+                    if appended:
+                        # One write per read buffer (Kafka's write buffer), indexed batch by batch.
+                        cleaned.append(b"".join(outs), appended)
+                        stats.bytes_written += written
+                        self.throttler.maybe_throttle(written)
+                        failpoints.hit("cleaner.clean.after_buffer_write")
             cleaned.on_become_inactive()
             cleaned.flush()
             cleaned.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
             self.check_aborted(lg)
-            lg.replace_segments(cleaned, group)
+            try:
+                lg.replace_segments(cleaned, group)
+            except ValueError as e:
+                # Retention or a truncation replaced these segments meanwhile: not this log's fault.
+                raise CleanerAbortedError(f"cleaning of {lg.topic}-{lg.partition} was aborted: {e}") from e
         except BaseException:
             cleaned.close()
             for p in cleaned.paths():
@@ -411,8 +296,7 @@ class Cleaner:
             if batch.producer_id >= 0 and _is_last_batch_of_producer(lg, batch):
                 return _empty_batch(batch), -1
             return None, -1
-        latest = self.offset_map._map.get  # omap.get, inlined
-        md5 = _md5
+        latest = self.offset_map.get
         horizon = batch.delete_horizon_ms
         expired = horizon is not None and horizon <= now_ms
         records = batch.records
@@ -424,7 +308,7 @@ class Cleaner:
             if key is None:
                 continue  # cannot happen on a compacted topic; Kafka drops them when cleaning
             offset = r.offset
-            if offset < map_end and latest(key if len(key) < SHORT_KEY else md5(key).digest(), -1) > offset:
+            if offset < map_end and latest(key) > offset:
                 continue  # a later record with this key exists
             if r.value is None:
                 if expired:
@@ -569,26 +453,44 @@ def _is_last_batch_of_producer(lg: Log, batch: RecordBatch) -> bool:
 
 
 class LogCleaner:
-    """The cleaner threads: each round cleans the filthiest log, then backs off."""
+    """The cleaner threads (``log.cleaner.threads``): each round cleans the filthiest log,
+    then backs off. The dedupe buffer and the I/O buffers are split between the threads,
+    and one throttler (``log.cleaner.io.max.bytes.per.second``) is shared by all of them.
+
+    Kafka's gauges, read by the server's metrics: ``uncleanable_partitions_count``,
+    ``uncleanable_bytes``, ``max_dirty_percent``, ``time_since_last_run_ms``,
+    ``max_buffer_utilization_percent``, ``cleaner_recopy_percent``, ``max_clean_time_secs``,
+    ``dead_thread_count``.
+    """
 
     def __init__(self, data_dir: Path, logs: Callable[[], list[Log]], *, threads: int = 1, dedupe_buffer_size: int = 134217728,
-                 io_buffer_load_factor: float = 0.9, backoff_ms: int = 15000, enabled: bool = True) -> None:
+                 io_buffer_load_factor: float = 0.9, backoff_ms: int = 15000, enabled: bool = True,
+                 io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE, max_io_bytes_per_second: float = NO_LIMIT) -> None:
         self.manager = LogCleanerManager(data_dir)
         self.logs = logs
         self.threads = threads if enabled else 0
-        # Kafka splits the dedupe buffer between the cleaner threads.
+        # Kafka splits the dedupe buffer between the cleaner threads, and each thread's share
+        # of log.cleaner.io.buffer.size in two: a read buffer and a write buffer.
         self.map_memory = dedupe_buffer_size // max(1, threads)
+        self.io_buffer_size = io_buffer_size // max(1, threads) // 2
         self.load_factor = io_buffer_load_factor
         self.backoff_ms = backoff_ms
+        self.throttler = Throttler(max_io_bytes_per_second)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
         self.last_stats: CleanerStats | None = None
+        self.thread_stats: dict[int, CleanerStats] = {}  # the last cleaning of each thread
         self.rounds = 0
+
+    def new_cleaner(self, now: Callable[[], int] | None = None) -> Cleaner:
+        """A Cleaner with this cleaner's per-thread map, I/O buffer and shared throttler."""
+        return Cleaner(SkimpyOffsetMap(self.map_memory, self.load_factor), self.manager.check_aborted, now,
+                       io_buffer_size=self.io_buffer_size, throttler=self.throttler)
 
     def start(self) -> None:
         for i in range(self.threads):
-            t = threading.Thread(target=self._run, name=f"kafka-log-cleaner-thread-{i}", daemon=True)
+            t = threading.Thread(target=self._run, args=(i,), name=f"kafka-log-cleaner-thread-{i}", daemon=True)
             t.start()
             self._threads.append(t)
 
@@ -601,23 +503,25 @@ class LogCleaner:
     def wakeup(self) -> None:
         self._wake.set()
 
-    def _run(self) -> None:
-        cleaner = Cleaner(SkimpyOffsetMap(self.map_memory, self.load_factor), self.manager.check_aborted)
+    def _run(self, thread_id: int = 0) -> None:
+        cleaner = self.new_cleaner()
         while not self._stop.is_set():
             try:
-                cleaned = self.clean_one(cleaner)
+                cleaned = self.clean_one(cleaner, thread_id=thread_id)
             except Exception:
                 log.exception("log cleaner round failed")
                 cleaned = False
             if not cleaned:
                 self._wake.wait(self.backoff_ms / 1000)
                 self._wake.clear()
+            self.manager.maintain_uncleanable_partitions(self.logs())
 
-    def clean_one(self, cleaner: Cleaner | None = None, now_ms: int | None = None) -> bool:
-        """One round; True if a log was cleaned."""
+    def clean_one(self, cleaner: Cleaner | None = None, now_ms: int | None = None, *, thread_id: int = 0) -> bool:
+        """One round; True if a log was cleaned. A log whose cleaning raises (other than an
+        abort) is marked uncleanable and skipped by later rounds (Kafka's LogCleaningException)."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         fixed_now = now_ms
-        cleaner = cleaner or Cleaner(SkimpyOffsetMap(self.map_memory, self.load_factor), self.manager.check_aborted, now=lambda: fixed_now)
+        cleaner = cleaner or self.new_cleaner(now=lambda: fixed_now)
         ltc = self.manager.grab_filthiest_log(self.logs(), now_ms)
         if ltc is None:
             return False
@@ -625,16 +529,55 @@ class LogCleaner:
         try:
             end, stats = cleaner.clean(ltc)
             self.last_stats = stats
+            self.thread_stats[thread_id] = stats
             self.rounds += 1
             log.info("%s", stats.summary())
         except CleanerAbortedError as e:
             log.info("%s", e)
+        except Exception as e:
+            self.manager.mark_uncleanable(ltc.log, e)
         finally:
             self.manager.done_cleaning(ltc.log, end)
         return end is not None
 
+    # ---- Kafka's LogCleaner / LogCleanerManager gauges ----------------------------------
+
+    @property
+    def uncleanable_partitions_count(self) -> int:
+        return len(self.manager.uncleanable)
+
+    @property
+    def uncleanable_bytes(self) -> int:
+        return self.manager.uncleanable_bytes(self.logs())
+
+    @property
+    def max_dirty_percent(self) -> int:
+        return int(100 * self.manager.dirtiest_log_cleanable_ratio)
+
+    @property
+    def time_since_last_run_ms(self) -> int:
+        return int(time.time() * 1000 - self.manager.time_of_last_run_ms)
+
+    @property
+    def max_buffer_utilization_percent(self) -> int:
+        return int(max((s.buffer_utilization for s in self.thread_stats.values()), default=0.0) * 100)
+
+    @property
+    def cleaner_recopy_percent(self) -> int:
+        stats = list(self.thread_stats.values())
+        return int(100 * sum(s.bytes_written for s in stats) / max(1, sum(s.bytes_read for s in stats)))
+
+    @property
+    def max_clean_time_secs(self) -> int:
+        return int(max((s.duration_ms / 1000 for s in self.thread_stats.values()), default=0.0))
+
+    @property
+    def dead_thread_count(self) -> int:
+        return sum(1 for t in self._threads if not t.is_alive()) if not self._stop.is_set() else 0
+
 
 __all__ = [
-    "CLEANED_SUFFIX", "DELETED_SUFFIX", "SWAP_SUFFIX", "Cleaner", "CleanerStats", "LogCleaner",
-    "LogCleanerManager", "LogToClean", "SkimpyOffsetMap",
+    "BYTES_PER_ENTRY", "CLEANED_SUFFIX", "CLEANER_CHECKPOINT", "DELETED_SUFFIX", "SHORT_KEY", "SWAP_SUFFIX", "AbortedTxn",
+    "Cleaner", "CleanerAbortedError", "CleanerStats", "LogCleaner", "LogCleanerManager", "LogToClean", "SkimpyOffsetMap",
+    "Throttler",
 ]
