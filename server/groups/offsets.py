@@ -16,6 +16,7 @@ from collections.abc import Callable
 from kafka_sidecar.protocol import errors
 
 from .group import ClassicGroup, GroupState, Member, now_ms
+from .messages import Response
 from .records import (
     OffsetAndMetadata,
     OffsetCommitKey,
@@ -28,7 +29,6 @@ from .writer import GroupRecordWriter
 
 log = logging.getLogger(__name__.rpartition(".")[0] + ".coordinator")
 
-Response = dict[str, object]
 # [(topic, [(partition, offset, leader epoch, metadata)])] in, [(topic, [(partition, error)])] out
 CommitTopics = list[tuple[str, list[tuple[int, int, int, str | None]]]]
 CommitResults = list[tuple[str, list[tuple[int, int]]]]
