@@ -104,3 +104,18 @@ def test_api_names_agree_with_the_dispatch_table() -> None:
     from kafka_sidecar.server.dispatch import SUPPORTED_APIS
 
     assert {k: s.name for k, s in SUPPORTED_APIS.items()} == {k: API_NAMES[k] for k in SUPPORTED_APIS}
+
+
+MAX_CLASS_LINES = 500
+
+
+def test_no_class_over_500_lines() -> None:
+    """The README's rule for the next engineer: no class in protocol/, storage/, server/,
+    client/ or spark/ over 500 lines (Kafka's split of Log and the group coordinator is the model)."""
+    big = []
+    for root in ("protocol", "storage", "server", "client", "spark"):
+        for path in sorted((REPO / root).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
+                    big.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not big, "classes over 500 lines: " + ", ".join(big)
