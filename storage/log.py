@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 import logging
 import random
-import shutil
 import struct
 import threading
 import time
@@ -35,7 +34,7 @@ from kafka_sidecar.protocol.record_batch import (
 from kafka_sidecar.protocol.records import Record, encode_batch
 
 from . import failpoints, retention
-from .local_log import LocalLog, open_segment
+from .local_log import LocalLog
 from .log_config import LogConfig
 from .log_loader import (
     CONTROL_ABORT,
@@ -46,10 +45,6 @@ from .log_loader import (
     aborted_txn_entry,
 )
 from .log_segment import (
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
     AppendedBatch,
     FileSlice,
     LogSegment,
@@ -155,7 +150,7 @@ class Log:
 
     @property
     def active_segment(self) -> LogSegment:
-        return self.segments[-1]
+        return self._local.active_segment
 
     @property
     def high_watermark(self) -> int:
@@ -176,7 +171,7 @@ class Log:
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(s.size for s in self.segments)
+        return self._local.size_in_bytes
 
     # ---- append ----------------------------------------------------------------------
 
@@ -304,20 +299,7 @@ class Log:
             for p in (tmp, tmp.with_name(tmp.name + ".tmp")):
                 p.unlink(missing_ok=True)
         failpoints.hit("log.roll.after_snapshot")
-        try:
-            new = open_segment(self.dir, new_base, self.config, active=True)
-        except OSError as e:
-            # No half-made segment may stay behind: at the next start it would hide the
-            # offsets still appended to the old one, which stays the active segment.
-            old.active = True
-            prefix = self.dir / f"{new_base:020d}"
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                try:
-                    prefix.with_name(prefix.name + suffix).unlink(missing_ok=True)
-                except OSError:
-                    pass
-            raise StorageError(f"cannot roll {self.topic}-{self.partition} to a new segment at {new_base}: {e.strerror or e}", e.errno) from e
-        self._local.add_segment(new)
+        new = self._local.roll(new_base, self.config)
         log.info("rolled %s-%d: new segment %020d (previous %d bytes)", self.topic, self.partition, new_base, old.size)
         return new
 
@@ -340,58 +322,29 @@ class Log:
         upper = seg.fetch_upper_bound_offset(data.position + data.size)
         if upper is None:
             upper = segments[seg_index + 1].base_offset if seg_index + 1 < len(segments) else self.log_end_offset
-        return lso, data, self._collect_aborted(segments, seg_index, fetch_offset, upper)
+        return lso, data, LocalLog.collect_aborted(segments, seg_index, fetch_offset, upper)
 
     def _read(self, fetch_offset: int, max_bytes: int, min_one_message: bool, max_offset: int | None) -> tuple[FileSlice | None, int, list[LogSegment]]:
         if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {fetch_offset} is outside [{self.log_start_offset}, {self.log_end_offset}] for {self.topic}-{self.partition}"
             )
-        segments, bases = self._local.view
+        view = self._local.view
+        segments = view[0]
         if fetch_offset == self.log_end_offset or (max_offset is not None and fetch_offset >= max_offset):
             return None, -1, segments
-        i = bisect.bisect_right(bases, fetch_offset) - 1
-        while 0 <= i < len(segments):
-            seg = segments[i]
-            max_position = None
-            if max_offset is not None:
-                if seg.base_offset >= max_offset:
-                    return None, -1, segments
-                if i + 1 >= len(segments) or max_offset < segments[i + 1].base_offset:
-                    # The bound lies in this segment: read up to the batch holding it.
-                    end = self._end_position
-                    if end is not None and end[0] == max_offset and end[1] == seg.base_offset:
-                        max_position = end[2]
-                    else:
-                        found = seg.translate_offset(max_offset, seg._indexed_position(max_offset))
-                        max_position = seg.size if found is None else found[0]
-            data = seg.read(fetch_offset, max_bytes, max_position, min_one_message)
-            if data is not None:
-                return data, i, segments
-            i += 1
-        return None, -1, segments
-
-    def _collect_aborted(self, segments: list[LogSegment], start_index: int, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """Kafka's LocalLog.collectAbortedTransactions: the txn indexes from the starting segment
-        on, until one holds an entry whose last stable offset reaches the upper bound."""
-        out: list[AbortedTxn] = []
-        for seg in segments[start_index:]:
-            found, complete = seg.txn_index.collect_aborted(fetch_offset, upper_bound)
-            out += found
-            if complete:
-                break
-        return out
+        data, i = self._local.read(view, fetch_offset, max_bytes, min_one_message, max_offset, self._end_position)
+        return data, i, segments
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start_offset, upper_bound_offset) (Kafka's
         UnifiedLog.collectAbortedTransactions, used by the cleaner)."""
         segments, bases = self._local.view
         i = max(0, bisect.bisect_right(bases, start_offset) - 1)
-        return self._collect_aborted(segments, i, self.log_start_offset, upper_bound_offset)
+        return LocalLog.collect_aborted(segments, i, self.log_start_offset, upper_bound_offset)
 
     def segment_for(self, offset: int) -> LogSegment:
-        segments, bases = self._local.view
-        return segments[max(0, bisect.bisect_right(bases, offset) - 1)]
+        return self._local.segment_for(offset)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
         """Kafka's UnifiedLog.fetchOffsetByTimestamp for a plain timestamp: search only the first
@@ -449,12 +402,8 @@ class Log:
             segments = self.segments
             if segments[n - 1] is self.active_segment:
                 n -= 1
-        doomed, kept = segments[:n], segments[n:]
-        self._local.set_segments(kept)
-        for seg in doomed:
-            seg.change_suffix("", DELETED_SUFFIX)
-            seg.deleted = True
-            failpoints.hit("log.retention.after_rename")
+        doomed = self._local.remove_oldest(n)
+        kept = self.segments
         if kept[0].base_offset > self.log_start_offset:
             self.log_start_offset = kept[0].base_offset
         self.producer_state.delete_snapshots_below(kept[0].base_offset)
@@ -472,11 +421,7 @@ class Log:
         end = self.log_end_offset if up_to is None else up_to
         if end <= self.recovery_point:
             return
-        for seg in list(self.segments):
-            if seg.base_offset >= end:
-                break
-            if seg.read_next_offset() > self.recovery_point:
-                seg.flush()
+        self._local.flush(end, self.recovery_point)
         self.recovery_point = end
         if up_to is None:
             self.unflushed_messages = 0
@@ -497,19 +442,11 @@ class Log:
         """Close files; a clean close (``trim``) also snapshots producer state at the log end."""
         if trim:
             self.producer_state.take_snapshot(self.log_end_offset, sync=True)
-            seg = self.active_segment
-            if seg.max_timestamp_so_far >= 0:
-                seg.time_index.maybe_append(seg.max_timestamp_so_far, seg.offset_of_max_timestamp, skip_full_check=True)
-            seg.offset_index.trim()
-            seg.time_index.trim()
-        for seg in self.segments:
-            seg.close()
+        self._local.close(trim=trim)
 
     def delete_all(self) -> None:
         """Close and remove this log's directory (topic deletion)."""
-        for seg in self.segments:
-            seg.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self._local.delete_all()
 
 
 def encode_end_txn_marker(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, timestamp: int) -> bytes:
