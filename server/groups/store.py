@@ -29,10 +29,11 @@ def topic_partition_hash(topic: str, partition: int) -> int:
 
 
 def append_error_to_response_error(code: int) -> int:
-    """Kafka's appendGroupMetadataErrorToResponseError."""
-    if code in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.REQUEST_TIMED_OUT):
+    """Kafka's appendGroupMetadataErrorToResponseError (GroupCoordinatorService's
+    normalizeException: a storage failure of the coordinator's partition is NOT_COORDINATOR)."""
+    if code in (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.REQUEST_TIMED_OUT, errors.NOT_ENOUGH_REPLICAS):
         return errors.COORDINATOR_NOT_AVAILABLE
-    if code == errors.NOT_LEADER_OR_FOLLOWER:
+    if code in (errors.NOT_LEADER_OR_FOLLOWER, errors.KAFKA_STORAGE_ERROR):
         return errors.NOT_COORDINATOR
     if code in (errors.MESSAGE_TOO_LARGE, errors.RECORD_LIST_TOO_LARGE):
         return errors.UNKNOWN_SERVER_ERROR

@@ -12,6 +12,7 @@ from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.records import Record as BatchRecord
 from kafka_sidecar.protocol.records import encode_batch
 
+from ..replica_manager import append_error_code
 from .group import now_ms
 from .records import OFFSETS_TOPIC, build_batch
 from .store import GroupStore, Record
@@ -44,9 +45,9 @@ class GroupRecordWriter:
         batch = bytearray(build_batch(records, now_ms(), self.compression_codec))
         try:
             info = writer.append_batch(OFFSETS_TOPIC, partition, batch)
-        except Exception:
+        except Exception as e:
             log.exception("cannot append to %s-%d", OFFSETS_TOPIC, partition)
-            return errors.UNKNOWN_SERVER_ERROR, -1
+            return append_error_code(e), -1  # the caller translates it as Kafka does
         return errors.NONE, info.first_offset
 
     def write_and_replay(self, group_id: str, records: list[Record]) -> int:
@@ -67,7 +68,7 @@ class GroupRecordWriter:
         # Kafka writes coordinator batches without sequence checks; our producer state checks them,
         # so the batch continues the producer's sequence on this partition.
         seq = 0
-        entry = getattr(getattr(lg, "producer_state", None), "producers", {}).get(producer_id)
+        entry = lg.producer_state.producers.get(producer_id)
         if entry is not None and entry.producer_epoch == producer_epoch and entry.last_seq >= 0:
             seq = entry.last_seq + 1
         ts = now_ms()
@@ -79,7 +80,6 @@ class GroupRecordWriter:
         try:
             info = writer.append_batch(OFFSETS_TOPIC, partition, batch)
         except Exception as e:
-            code = getattr(e, "error_code", None)
             log.warning("cannot append transactional offsets to %s-%d: %s", OFFSETS_TOPIC, partition, e)
-            return (code if isinstance(code, int) else errors.UNKNOWN_SERVER_ERROR), -1
+            return append_error_code(e), -1
         return errors.NONE, info.first_offset

@@ -333,3 +333,25 @@ async def test_describe_unknown_group(tmp_path, api_version):
             assert (d["error_code"], d["group_state"], d["authorized_operations"]) == (0, "Dead", 3400)
     finally:
         c.shutdown()
+
+
+async def test_a_storage_failure_of_the_offsets_partition_is_not_coordinator(tmp_path, monkeypatch):
+    """Disk full under __consumer_offsets: the commit fails with NOT_COORDINATOR (Kafka's
+    normalizeException for a KafkaStorageException), nothing is applied, and the next commit
+    once the disk is back succeeds."""
+    import errno
+
+    from kafka_sidecar.storage import log_segment
+
+    from tests.unit.test_storage_errors import FaultyOS
+
+    c = await _coordinator(tmp_path)
+    try:
+        monkeypatch.setattr(log_segment, "os", FaultyOS({"write": [errno.ENOSPC]}))
+        assert c.commit_offsets("full", -1, "", None, -1, [("t", [(0, 5, -1, "")])], 8)[0] == errors.NOT_COORDINATOR
+        assert "t" not in c.offsets.get("full", {})
+        monkeypatch.undo()
+        assert c.commit_offsets("full", -1, "", None, -1, [("t", [(0, 6, -1, "")])], 8)[0] == errors.NONE
+        assert c.offsets["full"]["t"][0].offset == 6
+    finally:
+        c.shutdown()
