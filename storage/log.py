@@ -1,4 +1,7 @@
-"""Log: one partition's ordered segments (Kafka's UnifiedLog/LocalLog for a single replica).
+"""Log: one partition's leader-facing log (Kafka's UnifiedLog for a single replica).
+
+Loading and recovery are storage/log_loader.py's LogLoader; the segment list, rolling,
+segment reads, renames, flush and close are storage/local_log.py's LocalLog (Kafka's split).
 
 With one replica the high watermark is the log end offset after every append;
 the last stable offset is the first offset of the earliest ongoing transaction,
