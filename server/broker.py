@@ -69,6 +69,8 @@ class Broker:
             backoff_ms=config.get("log.cleaner.backoff.ms"),
             dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"),
             io_buffer_load_factor=config.get("log.cleaner.io.buffer.load.factor"),
+            io_buffer_size=config.get("log.cleaner.io.buffer.size"),
+            max_io_bytes_per_second=config.get("log.cleaner.io.max.bytes.per.second"),
         ))
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="storage")
         self._server: asyncio.base_events.Server | None = None

@@ -80,6 +80,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("log.cleaner.backoff.ms", "long", 15000, at_least=0),
         ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728),
         ConfigDef("log.cleaner.io.buffer.load.factor", "double", 0.9),
+        ConfigDef("log.cleaner.io.buffer.size", "int", 524288, at_least=0),
+        ConfigDef("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308),
         ConfigDef("log.initial.task.delay.ms", "long", 30000, at_least=0),
         ConfigDef("num.network.threads", "int", 3, at_least=1),
         ConfigDef("num.io.threads", "int", 8, at_least=1),

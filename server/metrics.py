@@ -253,6 +253,11 @@ class SidecarCollector:
             ("kafka_log_logcleaner_last_records_removed", "Records removed by the last cleaning", stats.records_removed if stats else 0),
             ("kafka_log_logcleaner_last_duration_seconds", "Duration of the last cleaning", (stats.duration_ms / 1000) if stats else 0),
             ("kafka_log_logcleaner_last_end_timestamp_seconds", "When the last cleaning ended (Unix time)", (stats.end_ms / 1000) if stats else 0),
+            # Kafka's LogCleaner and LogCleanerManager gauges.
+            *((f"kafka_log_logcleaner_{attr}", f"Kafka's {attr.replace('_', '-')}", getattr(cleaner, attr, 0) if cleaner else 0) for attr in (
+                "max_buffer_utilization_percent", "cleaner_recopy_percent", "max_clean_time_secs", "dead_thread_count")),
+            *((f"kafka_log_logcleanermanager_{attr}", f"Kafka's {attr.replace('_', '-')}", getattr(cleaner, attr, 0) if cleaner else 0) for attr in (
+                "uncleanable_partitions_count", "uncleanable_bytes", "max_dirty_percent", "time_since_last_run_ms")),
         ):
             g = GaugeMetricFamily(name, doc)
             g.add_metric([], value)

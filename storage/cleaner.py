@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 INDEX_ENTRY_SIZE = 8
 DEFAULT_IO_BUFFER_SIZE = 524288  # log.cleaner.io.buffer.size
 LENGTH_END = 12  # a batch's size is its 4-byte length at byte 8, plus these 12 bytes
+THROTTLE_SLICE_S = 0.02
 
 
 @dataclass
@@ -137,6 +138,17 @@ class Cleaner:
 
     # ---- reading -------------------------------------------------------------------
 
+    def _throttle(self, lg: Log, observed: int) -> None:
+        """Feed the throttler; its sleep is cut in slices so that an abort is noticed within
+        ``THROTTLE_SLICE_S`` (Kafka sleeps it whole)."""
+        def sleep(seconds: float) -> None:
+            end = time.monotonic() + seconds
+            while (left := end - time.monotonic()) > 0:
+                self.check_aborted(lg)
+                time.sleep(min(left, THROTTLE_SLICE_S))
+
+        self.throttler.maybe_throttle(observed, sleep)
+
     def _read_buffers(self, lg: Log, seg: LogSegment) -> Iterator[tuple[bytes, list[RecordBatch]]]:
         """The segment's batches, one read buffer at a time: (buffer bytes, its whole batches).
 
@@ -163,7 +175,7 @@ class Cleaner:
                 continue
             used = sum(b.size for b in batches)
             self.max_read_size = max(self.max_read_size, len(raw))
-            self.throttler.maybe_throttle(used)
+            self._throttle(lg, used)
             yield raw, batches
             pos += used
 
@@ -265,7 +277,7 @@ class Cleaner:
                         # One write per read buffer (Kafka's write buffer), indexed batch by batch.
                         cleaned.append(b"".join(outs), appended)
                         stats.bytes_written += written
-                        self.throttler.maybe_throttle(written)
+                        self._throttle(lg, written)
                         failpoints.hit("cleaner.clean.after_buffer_write")
             cleaned.on_become_inactive()
             cleaned.flush()

@@ -98,6 +98,8 @@ class CleanerConfig:
     backoff_ms: int = 15000
     dedupe_buffer_size: int = 134217728
     io_buffer_load_factor: float = 0.9
+    io_buffer_size: int = 524288
+    max_io_bytes_per_second: float = 1.7976931348623157e308
 
 
 @dataclass
@@ -193,6 +195,7 @@ class LogManager:
         self.cleaner = LogCleaner(
             self.data_dir, self.all_logs, threads=cc.threads, dedupe_buffer_size=cc.dedupe_buffer_size,
             io_buffer_load_factor=cc.io_buffer_load_factor, backoff_ms=cc.backoff_ms, enabled=cc.enabled,
+            io_buffer_size=cc.io_buffer_size, max_io_bytes_per_second=cc.max_io_bytes_per_second,
         )
         self.cleaner.start()
         log.info(
@@ -474,10 +477,14 @@ class LogManager:
 
     def _reconfigure_logs(self, topic: str | None = None) -> None:
         """Give the logs of ``topic`` (or all) a LogConfig built from the current settings."""
-        for (name, _partition), lg in list(self.logs.items()):
+        for (name, partition), lg in list(self.logs.items()):
             info = self.topics.get(name)
             if info is not None and (topic is None or name == topic):
+                was_compact = lg.config.compact
                 lg.config = self.log_config(info)
+                if was_compact and not lg.config.compact and self.cleaner is not None:
+                    # Kafka aborts the cleaning of a log that is no longer compacted.
+                    self.cleaner.manager.abort_cleaning(name, partition)
 
     # ---- retention ---------------------------------------------------------------------
 

@@ -33,8 +33,9 @@ class Throttler:
     def update_desired_rate_per_sec(self, rate: float) -> None:
         self.desired_rate_per_sec = rate
 
-    def maybe_throttle(self, observed: float) -> None:
-        """Count ``observed`` bytes; sleep if the current period is ahead of the desired rate."""
+    def maybe_throttle(self, observed: float, sleep: Callable[[float], None] | None = None) -> None:
+        """Count ``observed`` bytes; sleep if the current period is ahead of the desired rate
+        (with ``sleep`` if given: the cleaner's sleeps notice an abort)."""
         if not self.enabled:
             return
         sleep_s = 0.0
@@ -52,4 +53,4 @@ class Throttler:
                 self._period_start = now + sleep_s
                 self._observed = 0.0
         if sleep_s > 0:
-            self._sleep(sleep_s)
+            (sleep or self._sleep)(sleep_s)

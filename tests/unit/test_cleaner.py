@@ -1158,3 +1158,243 @@ def test_cleaning_with_a_small_offset_map_is_byte_identical_to_the_reference_cle
         rounds += 1
     assert rounds > 3
     assert _dir_digest(lg, tmp_path) == GOLDEN_SMALL_MAP
+
+
+def clean_configured(lc: LogCleaner, now: int, *, drain: bool = True) -> bool:
+    """``clean`` with the LogCleaner's own per-thread Cleaner (its I/O buffer and throttler)."""
+    cleaned = lc.clean_one(lc.new_cleaner(now=lambda: now), now_ms=now)
+    if drain:
+        for lg in lc.logs():
+            drain_retired(lg)
+    return cleaned
+
+
+@pytest.mark.parametrize("io_buffer_size", [4096, 65536], ids=["4k-grown-for-big-batches", "64k"])
+def test_streaming_through_small_io_buffers_is_byte_identical(tmp_path, io_buffer_size):
+    """log.cleaner.io.buffer.size (half of it reads, half writes): batches larger than the
+    read buffer grow it; the cleaned files are the reference cleaner's, byte for byte, and no
+    read covers a whole segment."""
+    lg = _golden_log(tmp_path)
+    largest_segment = max(s.size for s in lg.segments)
+    lc = new_cleaner(tmp_path, [lg], io_buffer_size=io_buffer_size)
+    assert lc.io_buffer_size == io_buffer_size // 2
+    c1 = lc.new_cleaner(now=lambda: NOW)
+    assert lc.clean_one(c1, now_ms=NOW)
+    drain_retired(lg)
+    first = _dir_digest(lg, tmp_path)
+    c2 = lc.new_cleaner(now=lambda: NOW + 2 * DAY)
+    assert lc.clean_one(c2, now_ms=NOW + 2 * DAY)
+    drain_retired(lg)
+    assert (first, _dir_digest(lg, tmp_path)) == GOLDEN_DEFAULT
+    biggest_batch = max(b.size for b in disk_batches(lg))
+    assert c1.max_read_size <= max(io_buffer_size // 2, 2 * biggest_batch) < largest_segment
+    assert_valid_indexes(lg)
+
+
+def test_offset_map_memory_is_its_hash_array():
+    """24 bytes a slot, fixed at creation: no Python object per key (tracemalloc sees no
+    growth with the entries), at most slots x load factor entries."""
+    import tracemalloc
+
+    memory = 24 * 10_000
+    omap = SkimpyOffsetMap(memory, 0.9)
+    assert omap.capacity == 10_000 and omap.slots == 9000
+    assert omap.allocated_bytes == 24 * omap.capacity <= memory
+    keys = [b"key-%d" % i for i in range(4500)] + [b"a-key-longer-than-sixteen-bytes-%d" % i for i in range(4500)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i, key in enumerate(keys):
+            omap.put(key, i)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 4096, f"{grown} bytes of Python objects for {len(keys)} entries"
+    assert omap.size == 9000 and omap.full
+    with pytest.raises(OverflowError):
+        omap.put(b"one-more", 1)
+    omap.put(keys[17], 12345)  # an update of a present key still fits
+    assert omap.get(keys[17]) == 12345 and omap.get(keys[-1]) == len(keys) - 1 and omap.get(b"absent") == -1
+    assert omap.utilization == pytest.approx(0.9)
+    omap.clear()
+    assert omap.size == 0 and omap.get(keys[0]) == -1 and omap.allocated_bytes == 24 * omap.capacity
+
+
+def test_offset_map_capacity_rule_is_kafkas():
+    # Kafka: slots = memory / 24, full at slots x load factor.
+    assert SkimpyOffsetMap(134217728, 0.9).slots == int(134217728 // 24 * 0.9)
+    assert SkimpyOffsetMap(230, 0.9).slots == 8
+    assert SkimpyOffsetMap(24 * 100, 1.0).slots == 99  # one slot always stays free (probing ends)
+
+
+def test_an_abort_is_noticed_at_the_next_read_buffer(tmp_path):
+    """The abort check runs per read buffer, not per segment: aborting while the first
+    segment is being mapped stops the round within one buffer."""
+    lg = _golden_log(tmp_path)
+    before = _dir_contents(lg.dir)
+    lc = new_cleaner(tmp_path, [lg], io_buffer_size=8192)
+    calls = 0
+
+    def check(log: Log) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 5:
+            lc.manager.aborted.add((log.topic, log.partition))
+        lc.manager.check_aborted(log)
+
+    cleaner = Cleaner(SkimpyOffsetMap(lc.map_memory), check, now=lambda: NOW, io_buffer_size=lc.io_buffer_size)
+    assert not lc.clean_one(cleaner, now_ms=NOW)
+    assert calls == 5  # the 5th check (4th buffer of the first segment) raised
+    assert cleaner.max_read_size <= 8192 * 4
+    assert _dir_contents(lg.dir) == before
+    assert not (tmp_path / CLEANER_CHECKPOINT).exists()
+
+
+def test_abort_and_pause_returns_fast_during_a_real_cleaning(tmp_path):
+    lg = _golden_log(tmp_path)
+    lc = new_cleaner(tmp_path, [lg], io_buffer_size=65536, max_io_bytes_per_second=2_000_000)  # ~5 s of cleaning
+    lc.throttler.check_interval_ms = 20
+    result: list[Any] = []
+    t = threading.Thread(target=lambda: result.append(clean_configured(lc, NOW, drain=False)), daemon=True)
+    t.start()
+    deadline = time.monotonic() + 10
+    while ("t", 0) not in lc.manager.in_progress or lc.throttler.throttled_ms == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    lc.manager.abort_and_pause("t", 0)
+    waited = time.monotonic() - t0
+    t.join(10)
+    assert result == [False]
+    assert waited < 0.5, f"abort_and_pause waited {waited:.2f} s"
+    lc.manager.resume("t", 0)
+
+
+def test_throttler_keeps_the_average_rate(tmp_path):
+    from kafka_sidecar.storage.throttler import Throttler
+
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s
+
+    th = Throttler(1000.0, 300, clock=lambda: now[0], sleep=sleep)
+    for _ in range(100):
+        now[0] += 0.01
+        th.maybe_throttle(100)  # 10 000 B/s offered
+    assert 100 * 100 / now[0] == pytest.approx(1000.0, rel=0.1)
+    assert slept and th.throttled_ms > 0
+    unlimited = Throttler(1.7976931348623157e308)
+    assert not unlimited.enabled
+    unlimited.maybe_throttle(10**12)
+
+
+def test_log_cleaner_io_max_bytes_per_second_throttles_a_cleaning(tmp_path):
+    lg = make_log(tmp_path, {"segment.bytes": 1 << 20})
+    for b in range(120):
+        append(lg, [kv(b * 10 + j % 10, b"x" * 1000) for j in range(10)])
+    lg.roll()
+    append(lg, [kv(1, b"active")])
+    rate = 4_000_000
+    lc = new_cleaner(tmp_path, [lg], io_buffer_size=65536, max_io_bytes_per_second=rate)
+    # Kafka checks the rate every 300 ms; this cleaning is shorter than that unthrottled.
+    lc.throttler.check_interval_ms = 20
+    t0 = time.monotonic()
+    assert clean_configured(lc, NOW)
+    elapsed = time.monotonic() - t0
+    stats = lc.last_stats
+    assert stats is not None
+    io_bytes = 2 * stats.bytes_read + stats.bytes_written  # read twice (map, then copy), written once
+    # Unthrottled, this is ~50 MB/s; the bytes of the last period (< 20 ms) are never slept for.
+    assert io_bytes / elapsed <= rate * 1.5, f"{io_bytes / elapsed:.0f} B/s with a {rate} B/s limit"
+    assert lc.throttler.throttled_ms > 0
+
+
+def _corrupt_middle(seg: Any) -> None:
+    with open(seg.log_path, "r+b") as f:
+        f.seek(seg.size // 2)
+        f.write(b"\xff" * 64)
+
+
+def test_a_failing_log_is_marked_uncleanable_and_the_others_are_cleaned(tmp_path, caplog):
+    bad = make_log(tmp_path, topic="bad")
+    good = make_log(tmp_path, topic="good")
+    for lg, n in ((bad, 6), (good, 3)):
+        for i in range(n):
+            append(lg, [kv(1, b"v%d" % i), kv(2, b"v%d" % i)])
+            lg.roll()
+        append(lg, [kv(3, b"active")])
+    big = bad.segments[0]
+    _corrupt_middle(big)  # a garbage batch: decoding raises
+    lc = new_cleaner(tmp_path, [bad, good])
+    with caplog.at_level("WARNING", logger="kafka_sidecar.storage.cleaner_manager"):
+        assert not clean(lc, NOW)  # the dirtiest (bad) log raised
+        assert lc.uncleanable_partitions_count == 1 and ("bad", 0) in lc.manager.uncleanable
+        assert clean(lc, NOW)  # the other log is cleaned
+        assert cleaner_checkpoint(tmp_path) == {("good", 0): good.segments[-1].base_offset}
+        for _ in range(3):
+            assert not clean(lc, NOW)  # bad is skipped, never raised again
+    warnings = [r for r in caplog.records if "uncleanable" in r.getMessage()]
+    assert len(warnings) == 1 and "bad-0" in warnings[0].getMessage()
+    assert lc.uncleanable_bytes > 0
+    assert ("bad", 0) not in lc.manager.in_progress
+    # A restart (a new cleaner) retries it, as Kafka's in-memory set is lost.
+    lc2 = new_cleaner(tmp_path, [bad, good])
+    assert not clean(lc2, NOW)
+    assert lc2.uncleanable_partitions_count == 1
+
+
+def test_cleaner_gauges(tmp_path):
+    lg = _abortable_log(tmp_path)
+    lc = new_cleaner(tmp_path, [lg], dedupe_buffer_size=24 * 100)
+    assert lc.max_buffer_utilization_percent == 0 and lc.uncleanable_partitions_count == 0
+    assert clean(lc, NOW)
+    assert lc.max_buffer_utilization_percent == 2  # 2 keys in 100 slots
+    assert lc.max_dirty_percent == 100  # nothing was clean before this round
+    assert 0 <= lc.time_since_last_run_ms < 5000
+    assert lc.max_clean_time_secs == 0
+    assert 0 < lc.cleaner_recopy_percent < 100
+    assert lc.dead_thread_count == 0
+
+
+def test_log_cleaner_threads_split_the_buffers_and_run(tmp_path):
+    lc = LogCleaner(tmp_path, list, threads=3, dedupe_buffer_size=3 << 20, io_buffer_size=3 * 2 * 4096, backoff_ms=10)
+    assert lc.map_memory == 1 << 20 and lc.io_buffer_size == 4096
+    lc.start()
+    try:
+        names = sorted(t.name for t in threading.enumerate() if t.name.startswith("kafka-log-cleaner-thread-"))
+        assert names == [f"kafka-log-cleaner-thread-{i}" for i in range(3)]
+        assert lc.dead_thread_count == 0
+    finally:
+        lc.stop()
+
+
+def test_switching_a_topic_from_compact_to_delete_aborts_its_cleaning(tmp_path):
+    data = tmp_path / "data"
+    lm = LogManager(data, cleaner_config=CleanerConfig(enabled=False))
+    lm.startup()
+    try:
+        lm.create_topic("c", 1, dict(BASE_CONFIG))
+        lg = lm.get_log("c", 0)
+        for i in range(3):
+            append(lg, [kv(1, b"v%d" % i)])
+            lg.roll()
+        append(lg, [kv(3, b"active")])
+        lc = lm.cleaner
+        assert lc is not None
+        t, _reached, proceed, result = _blocked_round(lc, lg, "map")
+        alter = threading.Thread(target=lambda: lm.alter_topic_configs("c", {**BASE_CONFIG, "cleanup.policy": "delete"}), daemon=True)
+        alter.start()
+        _wait_aborted(lc, ("c", 0))
+        proceed.set()
+        t.join(10)
+        alter.join(10)
+        assert not t.is_alive() and not alter.is_alive()
+        assert result == [False]
+        assert ("c", 0) not in lc.manager.paused  # aborted, not paused (Kafka's abortCleaning)
+        assert not lc.clean_one(cleaner_with_clock(lc, NOW), now_ms=NOW)  # no longer compacted
+    finally:
+        with contextlib.suppress(Exception):
+            lm.shutdown()
