@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -131,7 +132,11 @@ class KafkaChannel:
         self.max_request_size = max_request_size  # socket.request.max.bytes
         # Set by the server once the listener's authentication is known (None: no SASL).
         self.gate = gate
-        self._buffer = bytearray()
+        # Received bytes not yet handed out, as the chunks they came in: a frame read in one
+        # chunk (what the driver does: it reads at most what ``NeedData`` asks) is handed out
+        # as that same bytes object, without a copy.
+        self._chunks: deque[bytes] = deque()
+        self._buffered = 0
         self._size: int | None = None  # the current frame's size, once its prefix is read
         self._eof = False
         self._state = _State.RECEIVING
@@ -153,7 +158,28 @@ class KafkaChannel:
             return
         if self._eof:
             raise LocalProtocolError("data received after the end of the stream")
-        self._buffer += data
+        self._chunks.append(bytes(data))
+        self._buffered += len(data)
+
+    def _take(self, n: int) -> bytes:
+        """The next ``n`` buffered bytes (``n`` <= what is buffered)."""
+        chunks = self._chunks
+        self._buffered -= n
+        first = chunks[0]
+        if len(first) == n:
+            return chunks.popleft()
+        if len(first) > n:
+            chunks[0] = first[n:]
+            return first[:n]
+        parts, need = [], n
+        while need:
+            chunk = chunks.popleft()
+            if len(chunk) > need:
+                chunks.appendleft(chunk[need:])
+                chunk = chunk[:need]
+            parts.append(chunk)
+            need -= len(chunk)
+        return b"".join(parts)
 
     def next_event(self) -> Event:
         """The next thing that happened on the connection (checks are made here, in order)."""
@@ -161,14 +187,12 @@ class KafkaChannel:
             return ConnectionClosed()
         if self._state is _State.MUTED:
             return Paused()
-        buf = self._buffer
         if self._size is None:
-            if len(buf) < _SIZE.size:
+            if self._buffered < _SIZE.size:
                 if self._eof:  # nothing, or part of a size prefix: a plain close
                     return self._close(ConnectionClosed())
-                return NeedData(_SIZE.size - len(buf))
-            (size,) = _SIZE.unpack_from(buf, 0)
-            del buf[: _SIZE.size]
+                return NeedData(_SIZE.size - self._buffered)
+            (size,) = _SIZE.unpack(self._take(_SIZE.size))
             # Checked on the prefix alone: an oversized body is never buffered.
             limit = self.gate.receive_limit if self.gate is not None else None
             if limit is not None and not 0 <= size <= limit:
@@ -179,12 +203,11 @@ class KafkaChannel:
                     f"frame size {size} is outside 0..{self.max_request_size} (socket.request.max.bytes)"))
             self._size = size
         size = self._size
-        if len(buf) < size:
+        if self._buffered < size:
             if self._eof:
-                return self._close(ProtocolError(f"truncated frame ({len(buf)} of {size} bytes)"))
-            return NeedData(size - len(buf))
-        frame = bytes(buf[:size])
-        del buf[:size]
+                return self._close(ProtocolError(f"truncated frame ({self._buffered} of {size} bytes)"))
+            return NeedData(size - self._buffered)
+        frame = self._take(size) if size else b""
         self._size = None
         return self._frame_event(frame)
 
@@ -242,6 +265,7 @@ class KafkaChannel:
 
     def _close(self, event: Event) -> Event:
         self._state = _State.CLOSED
-        self._buffer.clear()
+        self._chunks.clear()
+        self._buffered = 0
         self._size = None
         return event
