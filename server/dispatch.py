@@ -79,9 +79,9 @@ async def _api_versions(broker: Broker, conn: Connection, header: RequestHeader,
 SUPPORTED_APIS: dict[int, ApiSpec] = {
     s.key: s
     for s in [
-        ApiSpec(0, "Produce", 3, 12, produce.handle_produce),
-        ApiSpec(1, "Fetch", 4, 17, fetch.handle_fetch),
-        ApiSpec(2, "ListOffsets", 1, 10, list_offsets.handle_list_offsets),
+        ApiSpec(0, "Produce", 3, 13, produce.handle_produce),
+        ApiSpec(1, "Fetch", 4, 18, fetch.handle_fetch),
+        ApiSpec(2, "ListOffsets", 1, 11, list_offsets.handle_list_offsets),
         ApiSpec(3, "Metadata", 0, 13, metadata.handle_metadata),
         ApiSpec(18, "ApiVersions", 0, 4, _api_versions),
         ApiSpec(19, "CreateTopics", 2, 7, topics.handle_create_topics),
@@ -95,17 +95,18 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(26, "EndTxn", 0, 5, transactions.handle_end_txn, coordinator_write=True),
         ApiSpec(28, "TxnOffsetCommit", 0, 5, transactions.handle_txn_offset_commit, coordinator_write=True),
         ApiSpec(65, "DescribeTransactions", 0, 0, transactions.handle_describe_transactions),
-        # v2 (4.1, the transactional id pattern) is left out: Kafka 4.0.0's golden answers stop at v1.
-        ApiSpec(66, "ListTransactions", 0, 1, transactions.handle_list_transactions),
+        # v2: the transactional id pattern (KIP-1152), matched over the whole id as Kafka's RE2J matches().
+        ApiSpec(66, "ListTransactions", 0, 2, transactions.handle_list_transactions),
         # Kafka 4.1 serves v2-4 (v0-1 went with KIP-896).
         ApiSpec(23, "OffsetForLeaderEpoch", 2, 4, leader_epoch.handle_offset_for_leader_epoch),
         # Topic and broker configs (server/apis/configs.py): Kafka 4.0's version ranges.
         ApiSpec(32, "DescribeConfigs", 1, 4, configs.handle_describe_configs),
         ApiSpec(33, "AlterConfigs", 0, 2, configs.handle_alter_configs),
         ApiSpec(44, "IncrementalAlterConfigs", 0, 1, configs.handle_incremental_alter_configs),
-        # Consumer groups, classic protocol (server/apis/groups.py): Kafka 4.0's version ranges.
-        ApiSpec(8, "OffsetCommit", 2, 9, groups.handle_offset_commit, coordinator_write=True),
-        ApiSpec(9, "OffsetFetch", 1, 9, groups.handle_offset_fetch),
+        # Consumer groups, classic protocol (server/apis/groups.py): Kafka 4.3's version ranges
+        # (OffsetCommit/OffsetFetch v10 name topics by id).
+        ApiSpec(8, "OffsetCommit", 2, 10, groups.handle_offset_commit, coordinator_write=True),
+        ApiSpec(9, "OffsetFetch", 1, 10, groups.handle_offset_fetch),
         ApiSpec(10, "FindCoordinator", 0, 6, groups.handle_find_coordinator),
         ApiSpec(11, "JoinGroup", 2, 9, groups.handle_join_group, coordinator_write=True),
         ApiSpec(12, "Heartbeat", 0, 4, groups.handle_heartbeat),
@@ -116,7 +117,7 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(42, "DeleteGroups", 0, 2, groups.handle_delete_groups, coordinator_write=True),
         ApiSpec(47, "OffsetDelete", 0, 0, groups.handle_offset_delete, coordinator_write=True),
         # Kafka's tools (issue 11): Kafka 4.1's version ranges.
-        ApiSpec(35, "DescribeLogDirs", 1, 4, log_dirs.handle_describe_log_dirs),
+        ApiSpec(35, "DescribeLogDirs", 1, 5, log_dirs.handle_describe_log_dirs),
         ApiSpec(37, "CreatePartitions", 0, 3, topics.handle_create_partitions),
         ApiSpec(60, "DescribeCluster", 0, 2, cluster.handle_describe_cluster),
         ApiSpec(75, "DescribeTopicPartitions", 0, 0, cluster.handle_describe_topic_partitions),

@@ -1,4 +1,4 @@
-"""Fetch (API 4-17): read from segments, long-poll for min_bytes, send with sendfile.
+"""Fetch (API 1, v4-18): read from segments, long-poll for min_bytes, send with sendfile.
 
 Follows Kafka's ReplicaManager.readFromLog: partitions are read in request
 order within the response ``max_bytes``; the first partition that returns data
@@ -6,6 +6,8 @@ may exceed the limits by its first batch (so a consumer can always progress).
 At READ_COMMITTED (isolation_level 1) a partition is read only below its last stable
 offset, and its answer lists the aborted transactions of the range read. Fetch sessions are not kept: the answer carries session id 0 (KIP-227's "no
 session"), so clients send full fetch requests.
+v18's partition ``HighWatermark`` (the high watermark a replica knows) is for follower fetches:
+a consumer's fetch is answered as at v17, as Kafka does.
 """
 
 from __future__ import annotations

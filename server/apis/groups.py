@@ -219,13 +219,14 @@ class _TopicPartitionResults:
     appearance, partitions appended, coordinator results merged into existing topics."""
 
     def __init__(self) -> None:
-        self.topics: dict[str, list[dict[str, Any]]] = {}
+        # (name, topic id): the id is set from OffsetCommit v10, where unknown ids have no name.
+        self.topics: dict[tuple[str, Any], list[dict[str, Any]]] = {}
 
-    def add(self, topic: str, partition: int, error: int) -> None:
-        self.topics.setdefault(topic, []).append({"partition_index": partition, "error_code": error})
+    def add(self, topic: str, partition: int, error: int, topic_id: Any = None) -> None:
+        self.topics.setdefault((topic, topic_id), []).append({"partition_index": partition, "error_code": error})
 
     def as_list(self) -> list[dict[str, Any]]:
-        return [{"name": t, "partitions": parts} for t, parts in self.topics.items()]
+        return [{"name": t, "topic_id": tid, "partitions": parts} for (t, tid), parts in self.topics.items()]
 
 
 def _partition_exists(broker: Broker, topic: str, partition: int) -> bool | None:
@@ -236,35 +237,53 @@ def _partition_exists(broker: Broker, topic: str, partition: int) -> bool | None
     return 0 <= partition < info.partitions
 
 
+def _request_topic_names(broker: Broker, topics: Any, by_id: bool) -> list[tuple[str, Any]]:
+    """(name, topic id) of each request topic: OffsetCommit/OffsetFetch v10 name topics by id
+    (an unknown id gets the name ""), earlier versions by name (topic id None)."""
+    if not by_id:
+        return [(t.name, None) for t in topics]
+    known = broker.log_manager.topics_by_id
+    return [(known[t.topic_id].name if t.topic_id in known else "", t.topic_id) for t in topics]
+
+
 async def handle_offset_commit(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
     coordinator = _coordinator(broker)
     builder = _TopicPartitionResults()
+    by_id = header.api_version >= 10
+    named = _request_topic_names(broker, request.topics, by_id)
     if not _may_read_group(broker, conn, header, request.group_id):
         # OffsetCommitRequest.getErrorResponse: the error on every partition.
-        for t in request.topics:
+        for t, (name, topic_id) in zip(request.topics, named, strict=True):
             for p in t.partitions:
-                builder.add(t.name, p.partition_index, GROUP_AUTHORIZATION_FAILED)
+                builder.add(name, p.partition_index, GROUP_AUTHORIZATION_FAILED, topic_id)
         return {"throttle_time": 0, "topics": builder.as_list()}
     az = broker.authorizer
-    readable = az.filter(conn, header, AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics]) if az.enabled else None
+    readable = az.filter(conn, header, AclOperation.READ, ResourceType.TOPIC, [n for n, _ in named if n]) if az.enabled else None
     valid: list[tuple[str, list[tuple[int, int, int, str | None]]]] = []
-    for t in request.topics:
-        if readable is not None and t.name not in readable:
+    ids: dict[str, Any] = {}  # name -> the topic id the request named it by (v10)
+    for t, (name, topic_id) in zip(request.topics, named, strict=True):
+        if by_id and not name:
+            # KafkaApis: an unknown topic id fails its partitions before any other check.
             for p in t.partitions:
-                builder.add(t.name, p.partition_index, TOPIC_AUTHORIZATION_FAILED)
+                builder.add(name, p.partition_index, errors.UNKNOWN_TOPIC_ID, topic_id)
             continue
-        if broker.log_manager.topics.get(t.name) is None:
+        ids[name] = topic_id
+        if readable is not None and name not in readable:
             for p in t.partitions:
-                builder.add(t.name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION)
+                builder.add(name, p.partition_index, TOPIC_AUTHORIZATION_FAILED, topic_id)
+            continue
+        if broker.log_manager.topics.get(name) is None:
+            for p in t.partitions:
+                builder.add(name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION, topic_id)
             continue
         good = []
         for p in t.partitions:
-            if _partition_exists(broker, t.name, p.partition_index):
+            if _partition_exists(broker, name, p.partition_index):
                 good.append((p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
             else:
-                builder.add(t.name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION)
+                builder.add(name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION, topic_id)
         if good:
-            valid.append((t.name, good))
+            valid.append((name, good))
     if valid:
         await coordinator.ensure_offsets_topic()
         retention = getattr(request, "retention_time", None)
@@ -277,19 +296,32 @@ async def handle_offset_commit(broker: Broker, conn: Connection, header: Request
             results = [(t, [(p[0], error) for p in parts]) for t, parts in valid]
         for topic, parts in results:
             for partition, code in parts:
-                builder.add(topic, partition, code)
+                builder.add(topic, partition, code, ids.get(topic))
     return {"throttle_time": 0, "topics": builder.as_list()}
+
+
+def _offset_fetch_errors(topics: list[tuple[str, Any, list[int]]], code: int) -> list[dict[str, Any]]:
+    return [{"name": t, "topic_id": tid, "partitions": [
+        {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": code}
+        for p in parts]} for t, tid, parts in topics]
 
 
 def _fetch_group(broker: Broker, conn: Connection, header: RequestHeader, group_id: str, topics: Any,
                  require_stable: bool = False) -> dict[str, Any]:
     """One group of an OffsetFetch, as KafkaApis answers it: DESCRIBE on the group, and on each
     topic (the others are left out of an all-topics answer, or answered TOPIC_AUTHORIZATION_FAILED
-    after the rest when named)."""
+    after the rest when named). From v10 topics are named by id: an unknown id is answered
+    UNKNOWN_TOPIC_ID after the group's offsets, and each answered topic carries its id."""
     az = broker.authorizer
     if not az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return {"group_id": group_id, "error_code": GROUP_AUTHORIZATION_FAILED, "topics": []}
-    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    by_id = header.api_version >= 10
+    unknown_ids: list[tuple[str, Any, list[int]]] = []
+    wanted = None
+    if topics is not None:
+        named = _request_topic_names(broker, topics, by_id)
+        unknown_ids = [("", tid, list(t.partition_indexes)) for t, (n, tid) in zip(topics, named, strict=True) if by_id and not n]
+        wanted = [(n, list(t.partition_indexes)) for t, (n, _) in zip(topics, named, strict=True) if n or not by_id]
     denied: list[tuple[str, list[int]]] = []
     if az.enabled and wanted is not None:
         describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _ in wanted])
@@ -299,11 +331,14 @@ def _fetch_group(broker: Broker, conn: Connection, header: RequestHeader, group_
     if az.enabled and wanted is None and not error:
         describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _ in result])
         result = [(t, rows) for t, rows in result if t in describable]
-    out = [{"name": t, "partitions": rows} for t, rows in result]
-    if denied and not error:
-        out += [{"name": t, "partitions": [
-            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": TOPIC_AUTHORIZATION_FAILED}
-            for p in parts]} for t, parts in denied]
+    def topic_id(name: str) -> Any:
+        info = broker.log_manager.topics.get(name) if by_id else None
+        return info.topic_id if info is not None else None
+
+    out = [{"name": t, "topic_id": topic_id(t), "partitions": rows} for t, rows in result]
+    if not error:
+        out += _offset_fetch_errors(unknown_ids, errors.UNKNOWN_TOPIC_ID)
+        out += _offset_fetch_errors([(t, topic_id(t), parts) for t, parts in denied], TOPIC_AUTHORIZATION_FAILED)
     return {"group_id": group_id, "error_code": error, "topics": out}
 
 

@@ -1,4 +1,8 @@
-"""ListOffsets (API 2): earliest, latest, max timestamp, and offsets by timestamp."""
+"""ListOffsets (API 2): earliest, latest, max timestamp, and offsets by timestamp.
+
+v8-v11 add the tiered-storage targets (earliest local, latest tiered, earliest pending upload);
+without tiered storage they answer as Kafka does for a topic with remote storage disabled.
+"""
 
 from __future__ import annotations
 
@@ -22,10 +26,12 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6  # KIP-1023, ListOffsets v11
 READ_COMMITTED = 1
-# Kafka 4.1's ReplicaManager.timestampMinSupportedVersion: a special (negative) timestamp needs
+# Kafka 4.3's ReplicaManager.timestampMinSupportedVersion: a special (negative) timestamp needs
 # at least this request version; any other negative timestamp is UNSUPPORTED_VERSION.
-MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+               EARLIEST_PENDING_UPLOAD: 11}
 
 
 def _answer(index: int, timestamp: int, offset: int, epoch: int = LEADER_EPOCH, code: int = errors.NONE) -> dict[str, Any]:
@@ -47,7 +53,7 @@ def offset_for(lg: Log, index: int, target: int, isolation_level: int) -> dict[s
         return _answer(index, -1, lg.log_start_offset)
     if target == MAX_TIMESTAMP:
         return _max_timestamp(lg, index)
-    if target == LATEST_TIERED:  # no tiered storage: Kafka answers offset -1, epoch -1
+    if target in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # no tiered storage: Kafka answers offset -1, epoch -1
         return _answer(index, -1, -1, -1)
     found = lg.fetch_offset_by_timestamp(target)
     if found is None:

@@ -5,6 +5,8 @@ the directory's absolute path, ``TotalBytes``/``UsableBytes`` of its file system
 for each requested partition (every partition when the request's topic list is null) the
 size of its segments and its offset lag (high watermark minus log end offset: always 0 here,
 as on a leader). Topics none of whose requested partitions are hosted are left out.
+v5's ``IsCordoned`` (KIP-1066) is always false: ``cordoned.log.dirs`` is not supported here, and
+with it unset (its default) Kafka answers false too.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def _describe(broker: Broker, request: Any) -> list[dict[str, Any]]:
         "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
         "total_bytes": total,
         "usable_bytes": usable,
+        "is_cordoned": False,
     }]
 
 

@@ -5,6 +5,10 @@ checked over the batch bytes; records are decoded only where Kafka's LogValidato
 rules need them (storage/log_validator.py: keys on compacted topics, timestamps
 a header cannot vouch for).
 A bad batch fails its own partition only.
+
+v13 (KIP-516) names topics by id instead of by name, in the request and the answer: an id no
+topic has (or the zero id) fails each of its partitions with UNKNOWN_TOPIC_ID, as Kafka's
+KafkaApis.handleProduceRequest does before it checks authorization or the partition.
 """
 
 from __future__ import annotations
@@ -158,8 +162,22 @@ def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, ve
     return result
 
 
+def _topic_names(broker: Broker, request: Any, version: int) -> list[str | None]:
+    """Each request topic's name: by name before v13, by topic id from v13 (None: no such id)."""
+    if version < 13:
+        return [t.name for t in request.topic_data]
+    by_id = broker.log_manager.topics_by_id
+    return [by_id[t.topic_id].name if t.topic_id in by_id else None for t in request.topic_data]
+
+
+def _topic_key(t: Any, name: str | None) -> dict[str, Any]:
+    """The answer's topic field: the name (v3-12) and the topic id as the request named it (v13)."""
+    return {"name": name if name is not None else "", "topic_id": getattr(t, "topic_id", None)}
+
+
 async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any] | None:
     lm = broker.log_manager
+    names = _topic_names(broker, request, header.api_version)
     acks = request.acks
     responses = []
     # flush.messages reached: (the fsync the ReplicaManager started off the loop, the result it holds back)
@@ -176,28 +194,38 @@ async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader
         if acks == 0:
             return None
         return {"responses": [
-            {"name": t.name, "partition_responses": [_partition_result(p.index, TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for p in t.partition_data]}
-            for t in request.topic_data
+            {**_topic_key(t, name), "partition_responses": [_partition_result(p.index, TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for p in t.partition_data]}
+            for t, name in zip(request.topic_data, names, strict=True)
         ], "throttle_time": 0}
     if az.enabled:
-        writable = az.filter(conn, header, AclOperation.WRITE, ResourceType.TOPIC, [t.name for t in request.topic_data])
-    for t in request.topic_data:
-        results = []
+        writable = az.filter(conn, header, AclOperation.WRITE, ResourceType.TOPIC, [n for n in names if n is not None])
+    # A topic named twice gets one answer, its partitions in request order (Kafka answers from a
+    # map keyed by topic and partition).
+    by_topic: dict[tuple[str | None, Any], list[dict[str, Any]]] = {}
+    for t, name in zip(request.topic_data, names, strict=True):
+        key = (name, getattr(t, "topic_id", None))
+        if key not in by_topic:
+            by_topic[key] = []
+            responses.append({**_topic_key(t, name), "partition_responses": by_topic[key]})
+        results = by_topic[key]
         for p in t.partition_data:
-            if writable is not None and t.name not in writable:
+            if name is None:
+                log.info("rejected produce to topic id %s from %s: unknown topic id", t.topic_id, header.client_id)
+                results.append(_partition_result(p.index, errors.UNKNOWN_TOPIC_ID))
+                continue
+            if writable is not None and name not in writable:
                 results.append(_partition_result(p.index, TOPIC_AUTHORIZATION_FAILED))
                 continue
             if acks not in (0, 1, -1):
                 results.append(_partition_result(p.index, errors.INVALID_REQUIRED_ACKS))
                 continue
-            lg = lm.get_log(t.name, p.index)
+            lg = lm.get_log(name, p.index)
             if lg is None:
-                log.info("rejected produce to %s-%d from %s: unknown topic or partition", t.name, p.index, header.client_id)
+                log.info("rejected produce to %s-%d from %s: unknown topic or partition", name, p.index, header.client_id)
                 results.append(_partition_result(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             results.append(append_to_log(broker, lg, p.index, p.records, header.api_version, header.client_id, flushes,
                                          getattr(request, "transactional_id", None)))
-        responses.append({"name": t.name, "partition_responses": results})
     for flush, result in flushes:
         # The durability rule (server/replica_manager.py): acknowledged only once fsynced.
         try:

@@ -419,8 +419,8 @@ class TransactionCoordinator:
         if pattern:
             try:
                 regex = re.compile(pattern)
-            except re.error:
-                return errors.INVALID_REQUEST, [], []
+            except re.error:  # Kafka's ListTransactions v2 (KIP-1152): INVALID_REGULAR_EXPRESSION
+                return errors.INVALID_REGULAR_EXPRESSION, [], []
         now = now_ms()
         out = []
         for tid, m in self.transactions.items():
