@@ -108,7 +108,7 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(8, "OffsetCommit", 2, 10, groups.handle_offset_commit, coordinator_write=True),
         ApiSpec(9, "OffsetFetch", 1, 10, groups.handle_offset_fetch),
         ApiSpec(10, "FindCoordinator", 0, 6, groups.handle_find_coordinator),
-        ApiSpec(11, "JoinGroup", 2, 9, groups.handle_join_group, coordinator_write=True),
+        ApiSpec(11, "JoinGroup", 0, 9, groups.handle_join_group, coordinator_write=True),
         ApiSpec(12, "Heartbeat", 0, 4, groups.handle_heartbeat),
         ApiSpec(13, "LeaveGroup", 0, 5, groups.handle_leave_group, coordinator_write=True),
         ApiSpec(14, "SyncGroup", 0, 5, groups.handle_sync_group, coordinator_write=True),

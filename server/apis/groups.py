@@ -146,7 +146,8 @@ async def handle_join_group(broker: Broker, conn: Connection, header: RequestHea
     req = JoinRequest(
         group_id=request.group_id,
         session_timeout_ms=ms(request.session_timeout),
-        rebalance_timeout_ms=ms(request.rebalance_timeout),  # v1+ (we accept v2+)
+        # v0 has no rebalance timeout: Kafka's JoinGroupRequest uses the session timeout.
+        rebalance_timeout_ms=ms(getattr(request, "rebalance_timeout", request.session_timeout)),
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
         protocol_type=request.protocol_type,

@@ -289,3 +289,38 @@ def test_list_transactions_v2(conform):
     assert obs["invalid"] == [INVALID_REGULAR_EXPRESSION, []]
     assert obs["alternation"] == [0, ["<abc>", "<other>"]]
     assert obs["pattern_and_state"] == [0, []]
+
+
+# --------------------------------------------------------------------------- JoinGroup v0-1
+
+
+def scenario_join_group_v0_v1(ctx: Ctx) -> dict[str, Any]:
+    """JoinGroup v0 and v1 (Kafka 4.3 serves them again): a new member joins at once (no
+    MEMBER_ID_REQUIRED before v4); v0 has no rebalance timeout (the session timeout stands in)."""
+    w = ctx.wire("join-old")
+    obs: dict[str, Any] = {}
+    for version in (0, 1):
+        g = ctx.group(f"g{version}")
+        data = {"group_id": g, "session_timeout": 10_000, "rebalance_timeout": 10_000, "member_id": "",
+                "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b"m"}]}
+        join = coordinator_call(w, g, 0, 11, version, data)
+        member = join["member_id"]
+        obs[f"v{version}_join"] = {
+            "error": join["error_code"], "generation": join["generation_id"], "protocol": join["protocol_name"],
+            "leader_is_member": join["leader"] == member, "member_id_prefix": member.split("-")[0],
+            "members": [(m["member_id"] == member, m["metadata"]) for m in join["members"]],
+        }
+        sync = w.call(14, 0, {"group_id": g, "generation_id": join["generation_id"], "member_id": member,
+                              "assignments": [{"member_id": member, "assignment": b"a"}]})
+        obs[f"v{version}_sync"] = (sync["error_code"], sync["assignment"])
+        obs[f"v{version}_heartbeat"] = w.call(12, 0, {"group_id": g, "generation_id": join["generation_id"], "member_id": member})["error_code"]
+        obs[f"v{version}_leave"] = w.call(13, 0, {"group_id": g, "member_id": member})["error_code"]
+    return obs
+
+
+def test_join_group_v0_v1(conform):
+    obs = conform(scenario_join_group_v0_v1)
+    for version in (0, 1):
+        assert obs[f"v{version}_join"]["error"] == 0 and obs[f"v{version}_join"]["generation"] == 1
+        assert obs[f"v{version}_sync"] == [0, b"a"]
+        assert obs[f"v{version}_heartbeat"] == 0 and obs[f"v{version}_leave"] == 0

@@ -464,8 +464,8 @@ def assert_same(label: str, kafka: Any, ours: Any) -> None:
 
 
 # The version ranges Kafka 4.3.1 (the conformance suite's reference) advertises, recorded from its
-# ApiVersions answer: the captures are Kafka 4.0.0's, and versions Kafka added since (Produce v13,
-# Fetch v18, ...) are ones we serve too.
+# ApiVersions answer: the captures are Kafka 4.0.0's, and versions Kafka serves since (Produce v13,
+# Fetch v18, JoinGroup v0-1 again, ...) are ones we serve too.
 CURRENT_KAFKA_RANGES = {
     int(k): (lo, hi)
     for k, (lo, hi) in json.loads((GOLDEN.parent / "kafka-4.3.1" / "api-versions.json").read_text())["api_keys"].items()
@@ -474,13 +474,15 @@ CURRENT_KAFKA_RANGES = {
 
 def compare_api_versions(label: str, kafka: dict[str, Any], ours: dict[str, Any]) -> None:
     """We advertise only what we implement (fewer APIs than Kafka): same error code, same schema,
-    ascending keys, and each of our version ranges within Kafka's: Kafka 4.0.0's as captured, its
-    upper bound raised to Kafka 4.3.1's (CURRENT_KAFKA_RANGES) for the versions added since."""
+    ascending keys, and each of our version ranges within Kafka's: Kafka 4.0.0's as captured, widened
+    to Kafka 4.3.1's (CURRENT_KAFKA_RANGES) for the versions it serves since (JoinGroup v0-1 again)."""
     problems = []
     if kafka["error_code"] != ours["error_code"]:
         problems.append(f".error_code: Kafka={kafka['error_code']} ours={ours['error_code']}")
-    kafka_ranges = {k["api_key"]: (k["min_version"], max(k["max_version"], CURRENT_KAFKA_RANGES.get(k["api_key"], (0, -1))[1]))
-                    for k in kafka["api_keys"]}
+    kafka_ranges = {}
+    for k in kafka["api_keys"]:
+        lo, hi = CURRENT_KAFKA_RANGES.get(k["api_key"], (k["min_version"], k["max_version"]))
+        kafka_ranges[k["api_key"]] = (min(k["min_version"], lo), max(k["max_version"], hi))
     keys = [k["api_key"] for k in ours["api_keys"]]
     if keys != sorted(set(keys)):
         problems.append(f".api_keys: not ascending and unique: {keys}")
