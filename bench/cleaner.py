@@ -4,6 +4,9 @@
     python -m bench.cleaner --mb 16 --codecs none
     python -m bench.cleaner --codec-only         # only the decode/encode figures of a typical batch
     python -m bench.cleaner --profile            # also a cProfile of the cleaning pass (top 25)
+    python -m bench.cleaner --broker-mb 200      # a broker (subprocess) cleaning one 200 MB segment:
+                                                 # peak RSS growth, worst ApiVersions latency, and
+                                                 # (--delete) a DeleteTopics during the cleaning
 
 Codec: ``decode_batches`` / ``encode_batch`` (``protocol/records.py``) on a typical batch: 50
 records, 8-16 byte keys, 100-1000 byte compressible values (mean ~550 B), a header on one record
@@ -19,6 +22,15 @@ rewrite of every segment) is timed. Then round 2, the steady state: a dirty tail
 segment, clean head included, is read and rewritten). MB/s = log bytes before the round / wall
 time of the round, records/s = records read / the same time. Filling is not timed. The data dir is a fresh temp
 dir, removed afterwards (``--keep`` keeps it).
+
+Broker (``--broker-mb``): a compacted topic's log is written offline as one segment of that
+size (plus an empty active segment) with ``min.compaction.lag.ms`` holding the cleaning back
+until a few seconds after the broker (``kafka-sidecar serve``, a subprocess, default cleaner
+settings) has started. Its RSS is sampled every 20 ms from /proc (baseline: before the cleaning
+is due; growth: peak during the cleaning minus baseline), and a client sends ApiVersions every
+10 ms on its own connection: the worst and p99 latencies during the cleaning are reported.
+With ``--delete`` the topic is deleted (DeleteTopics) one second into the cleaning: its latency
+and the worst ApiVersions latency meanwhile.
 """
 
 from __future__ import annotations
@@ -30,9 +42,13 @@ import os
 import pstats
 import random
 import shutil
+import socket
 import statistics
+import struct
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -206,6 +222,177 @@ def bench_cleaner(codec_name: str, mb: float, keep: bool, profile: bool) -> dict
             shutil.rmtree(work, ignore_errors=True)
 
 
+# ---- broker mode: RSS and request latency while the broker cleans ------------------------------
+
+
+def _rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _api_versions_probe(port: int, stop: threading.Event, out: list[tuple[float, float]]) -> None:
+    """ApiVersions v0 every 10 ms on one connection: (send time, latency s) of each."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    client_id = b"bench"
+    corr = 0
+    try:
+        while not stop.is_set():
+            corr += 1
+            body = struct.pack(">hhih", 18, 0, corr, len(client_id)) + client_id
+            t0 = time.monotonic()
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            size = struct.unpack(">i", _recv(sock, 4))[0]
+            _recv(sock, size)
+            out.append((t0, time.monotonic() - t0))
+            time.sleep(0.01)
+    finally:
+        sock.close()
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def _prepare_broker_log(data_dir: Path, mb: float, codec: int, lag_ms: int) -> tuple[int, int]:
+    """One compacted segment of ``mb`` MB, cleanable ``lag_ms`` after now; (log bytes, records)."""
+    from kafka_sidecar.storage.log_manager import CleanerConfig, LogManager
+
+    lm = LogManager(data_dir, cleaner_config=CleanerConfig(enabled=False))
+    lm.startup()
+    try:
+        lm.create_topic("compacted", 1, {"cleanup.policy": "compact", "segment.bytes": 1 << 30})
+        lg = lm.get_log("compacted", 0)
+        data = Data(seed=5)
+        key_space = key_space_for(int(mb * MB))
+        ts = int(time.time() * 1000)
+        n = 0
+        while lg.size_in_bytes < mb * MB:
+            recs = [Record(r.offset, ts, r.key, r.value, r.headers) for r in data.records(RECORDS_PER_BATCH, key_space, tombstones=0.02)]
+            raw = bytearray(encode_batch(recs, compression=codec))
+            lg.append_as_leader(raw, validate_batches(raw), now_ms=ts)
+            n += len(recs)
+        lg.roll()
+        size = lg.size_in_bytes
+        # The segment's records are all stamped ``ts``: cleanable once now > ts + lag.
+        lag = int(time.time() * 1000) - ts + lag_ms
+        lm.alter_topic_configs("compacted", {"cleanup.policy": "compact", "segment.bytes": 1 << 30, "min.compaction.lag.ms": lag})
+        return size, n
+    finally:
+        lm.shutdown()
+
+
+def bench_broker(mb: float, codec_name: str, delete: bool, keep: bool) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="bench-cleaner-broker-"))
+    data_dir = work / "data"
+    lag_ms = 8000
+    try:
+        t0 = time.monotonic()
+        log_bytes, records = _prepare_broker_log(data_dir, mb, CODECS_BY_NAME[codec_name], lag_ms)
+        due = time.monotonic() + lag_ms / 1000  # when the cleaning may start
+        print(f"[bench] {log_bytes / MB:.0f} MB written in {time.monotonic() - t0:.0f} s; starting the broker", flush=True)
+        port = _free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kafka_sidecar.server", "serve", "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{port}",
+             "--override", "log.cleaner.backoff.ms=200"],
+            stdout=subprocess.DEVNULL, stderr=open(work / "broker.log", "wb"),
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or proc.poll() is not None:
+                        raise RuntimeError(f"the broker did not start (see {work / 'broker.log'})") from None
+                    time.sleep(0.1)
+            stop = threading.Event()
+            latencies: list[tuple[float, float]] = []
+            probe = threading.Thread(target=_api_versions_probe, args=(port, stop, latencies), daemon=True)
+            probe.start()
+            time.sleep(1.0)
+            baseline = max(_rss_bytes(proc.pid) for _ in range(5) if time.sleep(0.02) is None)
+            checkpoint_file = data_dir / "cleaner-offset-checkpoint"
+            peak = baseline
+            started = finished = None
+            delete_result: dict = {}
+            deadline = due + 600
+            while time.monotonic() < deadline:
+                rss = _rss_bytes(proc.pid)
+                peak = max(peak, rss)
+                now = time.monotonic()
+                if started is None and now >= due:
+                    started = now
+                if started is not None and checkpoint_file.exists() and b"compacted" in checkpoint_file.read_bytes():
+                    finished = now
+                    break
+                if delete and started is not None and not delete_result and now - started > 1.0:
+                    delete_result = _delete_topic(port, latencies)
+                    finished = time.monotonic()
+                    break
+                time.sleep(0.02)
+            stop.set()
+            probe.join(10)
+            during = [lat for t, lat in latencies if started is not None and finished is not None and started <= t <= finished]
+            before = [lat for t, lat in latencies if started is None or t < started]
+            result = {
+                "log_bytes": log_bytes, "records": records, "codec": codec_name,
+                "baseline_rss_mb": baseline / MB, "peak_rss_mb": peak / MB, "rss_growth_mb": (peak - baseline) / MB,
+                "clean_s": (finished - started) if started and finished else None,
+                "api_versions_during": len(during),
+                "api_versions_max_ms": max(during, default=0) * 1000,
+                "api_versions_p99_ms": (sorted(during)[int(len(during) * 0.99)] * 1000) if during else 0,
+                "api_versions_max_before_ms": max(before, default=0) * 1000,
+                # The five worst during the cleaning: (seconds into it, latency ms).
+                "api_versions_worst": sorted(((round(t - started, 2), round(lat * 1000, 1)) for t, lat in latencies
+                                              if started is not None and finished is not None and started <= t <= finished),
+                                             key=lambda x: -x[1])[:5],
+                **delete_result,
+            }
+            return result
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    finally:
+        if keep:
+            print(f"[bench] data kept in {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _delete_topic(port: int, latencies: list[tuple[float, float]]) -> dict:
+    from kafka_sidecar.client.blocking import KafkaClient
+
+    client = KafkaClient(f"127.0.0.1:{port}")
+    try:
+        t0 = time.monotonic()
+        _, body = client.bootstrap.request(20, {"topic_names": ["compacted"], "topics": [{"name": "compacted", "topic_id": None}],
+                                                "timeout": 30000}, max_version=6)
+        elapsed = time.monotonic() - t0
+        time.sleep(0.1)  # the probe's requests sent while it ran have come back
+        meanwhile = [lat for t, lat in latencies if t <= t0 + elapsed and t + lat >= t0]  # in flight while it ran
+        codes = [getattr(r, "error_code", None) for r in getattr(body, "responses", [])]
+        return {"delete_ms": elapsed * 1000, "delete_error_codes": codes,
+                "api_versions_max_during_delete_ms": max(meanwhile, default=0) * 1000}
+    finally:
+        client.bootstrap.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cleaner", description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=float, default=64, help="log size per codec (MB, 10^6 bytes)")
@@ -215,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="print a cProfile of each cleaning pass")
     parser.add_argument("--keep", action="store_true", help="keep the data dirs")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--broker-mb", type=float, default=0, help="only the broker measure: one segment of this many MB")
+    parser.add_argument("--broker-codec", default="none", help="codec of the broker measure's batches")
+    parser.add_argument("--delete", action="store_true", help="broker measure: DeleteTopics one second into the cleaning")
     args = parser.parse_args(argv)
     codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
     for c in codecs:
@@ -223,6 +413,22 @@ def main(argv: list[str] | None = None) -> int:
 
     results: dict = {"cpus": os.cpu_count(), "loadavg": os.getloadavg()[0], "python": sys.version.split()[0]}
     print(f"load average (1 min) {results['loadavg']:.1f}, {results['cpus']} cpus, Python {results['python']}")
+    if args.broker_mb:
+        r = bench_broker(args.broker_mb, args.broker_codec, args.delete, args.keep)
+        results["broker"] = r
+        print(f"\nbroker cleaning one {r['log_bytes'] / MB:.0f} MB segment ({r['records']:,} records, {r['codec']}):")
+        print(f"  RSS {r['baseline_rss_mb']:.0f} MB -> peak {r['peak_rss_mb']:.0f} MB (growth {r['rss_growth_mb']:.0f} MB)")
+        if r["clean_s"] is not None:
+            print(f"  cleaning (until the checkpoint or the delete) {r['clean_s']:.1f} s")
+        print(f"  ApiVersions during the cleaning: {r['api_versions_during']} requests, worst {r['api_versions_max_ms']:.1f} ms, "
+              f"p99 {r['api_versions_p99_ms']:.1f} ms (worst before it: {r['api_versions_max_before_ms']:.1f} ms)")
+        print(f"  the five worst (s into the cleaning, ms): {r['api_versions_worst']}")
+        if "delete_ms" in r:
+            print(f"  DeleteTopics during the cleaning: {r['delete_ms']:.1f} ms (errors {r['delete_error_codes']}), "
+                  f"worst ApiVersions meanwhile {r['api_versions_max_during_delete_ms']:.1f} ms")
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        return 0
     results["codec"] = bench_codec(codecs, args.repeat)
     print(f"\ncodec: one batch of {RECORDS_PER_BATCH} records, values 100-1000 B (median of {args.repeat})")
     print(f"{'codec':<7} {'batch B':>8} {'decode MB/s':>12} {'decode rec/s':>13} {'encode MB/s':>12} {'encode rec/s':>13}")

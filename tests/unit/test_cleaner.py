@@ -1398,3 +1398,36 @@ def test_switching_a_topic_from_compact_to_delete_aborts_its_cleaning(tmp_path):
     finally:
         with contextlib.suppress(Exception):
             lm.shutdown()
+
+
+def test_a_crash_while_writing_a_cleaned_segment_loses_nothing(tmp_path):
+    """Failpoint ``cleaner.clean.after_buffer_write``: SIGKILL after a read buffer's batches
+    went to the ``.cleaned`` segment. The reopened log drops the partial ``.cleaned`` files,
+    holds what it held, and the next cleaning writes the reference cleaner's bytes."""
+    import signal
+    import subprocess
+    import sys
+
+    lg = _golden_log(tmp_path)
+    records_before, _ = read_all(lg)
+    lg.close()
+    script = (
+        "import sys; sys.path.insert(0, 'tests/unit'); from pathlib import Path; import test_cleaner as t\n"
+        f"root = Path({str(tmp_path)!r}); lg = t.make_log(root, {{'segment.bytes': 1 << 20, 'segment.index.bytes': 1 << 14}})\n"
+        "lc = t.new_cleaner(root, [lg], io_buffer_size=65536); lc.clean_one(lc.new_cleaner(now=lambda: t.NOW), now_ms=t.NOW)\n"
+    )
+    env = {**os.environ, "KAFKA_SIDECAR_CRASH_AT": "cleaner.clean.after_buffer_write:3"}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=Path(__file__).parents[2], capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    assert any(p.name.endswith(".cleaned") for p in (tmp_path / "t-0").iterdir())
+    lg = make_log(tmp_path, {"segment.bytes": 1 << 20, "segment.index.bytes": 1 << 14})
+    assert temp_files(lg.dir) == []
+    assert read_all(lg)[0] == records_before
+    lc = new_cleaner(tmp_path, [lg])
+    assert clean(lc, NOW)
+    # The same log closed and reopened without a crash, then cleaned: the same bytes.
+    ref_root = tmp_path / "ref"
+    _golden_log(ref_root).close()
+    ref = make_log(ref_root, {"segment.bytes": 1 << 20, "segment.index.bytes": 1 << 14})
+    assert clean(new_cleaner(ref_root, [ref]), NOW)
+    assert _dir_digest(lg, tmp_path) == _dir_digest(ref, ref_root)
