@@ -26,6 +26,7 @@ from kafka_sidecar.protocol.messages import decode_request_body, encode_body, is
 
 from .apis import (
     acls,
+    admin,
     cluster,
     configs,
     delete_records,
@@ -121,6 +122,12 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(37, "CreatePartitions", 0, 3, topics.handle_create_partitions),
         ApiSpec(60, "DescribeCluster", 0, 2, cluster.handle_describe_cluster),
         ApiSpec(75, "DescribeTopicPartitions", 0, 0, cluster.handle_describe_topic_partitions),
+        # The single-node admin APIs (server/apis/admin.py): Kafka 4.3's version ranges.
+        ApiSpec(43, "ElectLeaders", 0, 2, admin.handle_elect_leaders),
+        ApiSpec(45, "AlterPartitionReassignments", 0, 1, admin.handle_alter_partition_reassignments),
+        ApiSpec(46, "ListPartitionReassignments", 0, 0, admin.handle_list_partition_reassignments),
+        ApiSpec(55, "DescribeQuorum", 0, 2, admin.handle_describe_quorum),
+        ApiSpec(74, "ListConfigResources", 0, 1, admin.handle_list_config_resources),
         # Authentication (server/apis/sasl.py, scram.py, quotas.py): Kafka 4.1's version ranges.
         ApiSpec(17, "SaslHandshake", 0, 1, sasl.handle_sasl_handshake),
         ApiSpec(36, "SaslAuthenticate", 0, 2, sasl.handle_sasl_authenticate),

@@ -324,3 +324,86 @@ def test_join_group_v0_v1(conform):
         assert obs[f"v{version}_join"]["error"] == 0 and obs[f"v{version}_join"]["generation"] == 1
         assert obs[f"v{version}_sync"] == [0, b"a"]
         assert obs[f"v{version}_heartbeat"] == 0 and obs[f"v{version}_leave"] == 0
+
+
+# --------------------------------------------------------------------------- single-node admin APIs
+
+
+def scenario_single_node_admin(ctx: Ctx) -> dict[str, Any]:
+    """ElectLeaders, List/AlterPartitionReassignments, DescribeQuorum and ListConfigResources on
+    one node: nothing to elect or reassign, this node the only voter."""
+    w = ctx.wire()
+    t = ctx.topic("t")
+    w.create_topic(t, partitions=2)
+    missing = ctx.topic("missing")
+    obs: dict[str, Any] = {}
+
+    def elect(version: int, election_type: int, topics: list[dict[str, Any]] | None) -> Any:
+        body = w.call(43, version, {"election_type": election_type, "topic_partitions": topics, "timeout": 5000})
+        return [body.get("error_code"), sorted([r["topic"], [(p["partition_id"], p["error_code"], p["error_message"])
+                                                             for p in r["partition_result"]]]
+                                               for r in body["replica_election_results"] if r["topic"] in (t, missing))]
+
+    named = [{"topic": t, "partitions": [0, 1, 5]}, {"topic": missing, "partitions": [0]}]
+    for version in (0, 1, 2):
+        obs[f"elect_v{version}"] = elect(version, 0, named)
+    obs["elect_unclean"] = elect(2, 1, [{"topic": t, "partitions": [0]}])
+    obs["elect_all"] = elect(2, 0, None)
+    obs["elect_bad_type"] = elect(2, 5, [{"topic": t, "partitions": [0]}])
+    obs["elect_none"] = elect(2, 0, [])
+
+    for name, topics in (("all", None), ("named", [{"name": t, "partition_indexes": [0, 7]}, {"name": missing, "partition_indexes": [0]}])):
+        body = w.call(46, 0, {"timeout": 5000, "topics": topics})
+        obs[f"list_reassignments_{name}"] = [body["error_code"], body["error_message"], body["topics"]]
+
+    def alter(version: int, allow: bool, topics: list[dict[str, Any]]) -> Any:
+        body = w.call(45, version, {"timeout": 5000, "allow_replication_factor_change": allow, "topics": topics})
+        return [body["error_code"], body.get("allow_replication_factor_change"),
+                [[r["name"], [(p["partition_index"], p["error_code"], p["error_message"]) for p in r["partitions"]]] for r in body["responses"]]]
+
+    def part(index: int, replicas: list[int] | None) -> dict[str, Any]:
+        return {"partition_index": index, "replicas": replicas}
+
+    for version in (0, 1):
+        obs[f"alter_v{version}"] = alter(version, True, [
+            {"name": t, "partitions": [part(0, [1]), part(1, None), part(7, [1])]}, {"name": missing, "partitions": [part(0, [1])]}])
+    obs["alter_invalid"] = alter(1, False, [{"name": t, "partitions": [part(0, [2]), part(1, [1, 1]), part(0, []), part(1, [2, 2])]}])
+
+    metadata_partition = {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}
+    for name, version, topics in (
+        ("quorum_v0", 0, [metadata_partition]), ("quorum_v1", 1, [metadata_partition]), ("quorum_v2", 2, [metadata_partition]),
+        ("quorum_and_topic", 2, [metadata_partition, {"topic_name": t, "partitions": [{"partition_index": 0}]}]),
+        ("quorum_partition_1", 2, [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 1}]}]),
+    ):
+        body = w.call(55, version, {"topics": topics})
+        obs[name] = {
+            "error": body["error_code"], "message": body.get("error_message"),
+            "topics": [[x["topic_name"], [{
+                "error": p["error_code"], "message": p.get("error_message"), "leader": p["leader_id"], "epoch_set": p["leader_epoch"] > 0,
+                "voters": [(v["replica_id"], v["log_end_offset"] == p["high_watermark"], v.get("last_fetch_timestamp", 0) > 0 or version == 0)
+                           for v in p["current_voters"]],
+                "observers": p["observers"]} for p in x["partitions"]]] for x in body["topics"]],
+            "nodes": [(n["node_id"], len(n["listeners"])) for n in body.get("nodes", [])],
+        }
+
+    def config_resources(version: int, types: list[int]) -> Any:
+        body = w.call(74, version, {"resource_types": types})
+        return [body["error_code"], sorted((r["resource_name"], r.get("resource_type", -1)) for r in body["config_resources"]
+                                           if r.get("resource_type") != 2 or r["resource_name"] == t)]
+
+    obs["config_resources_v0"] = config_resources(0, [])
+    for types in ([], [2], [4], [8], [16], [32], [2, 4], [1], [99]):
+        obs[f"config_resources_{types}"] = config_resources(1, types)
+    return obs
+
+
+def test_single_node_admin(conform):
+    obs = conform(scenario_single_node_admin)
+    not_needed = [84, "Leader election not needed for topic partition."]
+    assert obs["elect_v2"][1][1] == ["<t>", [[0, *not_needed], [1, *not_needed], [5, 3, "No such partition as <t>-5"]]]
+    assert obs["elect_all"] == [0, [["<t>", []]]]
+    assert obs["list_reassignments_all"] == [0, None, []]
+    assert obs["alter_v1"][2][0] == ["<t>", [[0, 0, None], [1, 85, None], [7, 3, "Unable to find partition <t>:7."]]]
+    assert obs["quorum_v2"]["topics"][0][1][0]["voters"] == [[1, True, True]]
+    assert obs["config_resources_[]"] == [0, [["1", 4], ["1", 8], ["<t>", 2]]]
+    assert obs["config_resources_[1]"][0] == UNSUPPORTED_VERSION
