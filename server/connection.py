@@ -245,9 +245,16 @@ class Connection:
             while True:
                 event = channel.next_event()
                 if isinstance(event, NeedData):
-                    # Never past the current frame: the next request is not read before this
-                    # one is answered (the stream reader's buffer is what TCP pushes back on).
-                    channel.receive_data(await self.reader.read(event.bytes_needed))
+                    # Exactly what the channel needs, never past the current frame: the next
+                    # request is not read before this one is answered (the stream reader's
+                    # buffer is what TCP pushes back on). One read per size prefix and per
+                    # body, so the channel hands the body out without another copy.
+                    try:
+                        data = await self.reader.readexactly(event.bytes_needed)
+                    except asyncio.IncompleteReadError as e:
+                        channel.receive_data(e.partial)
+                        data = b""  # the end of the stream
+                    channel.receive_data(data)
                     continue
                 if isinstance(event, ProtocolError):
                     log.warning("closing connection from %s: %s", self.peer, event.reason)
