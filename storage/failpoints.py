@@ -11,7 +11,7 @@ Points (see the callers): ``segment.append.torn`` (half of the batch bytes writt
 ``segment.append.before_index``, ``log.roll.after_snapshot``, ``log.roll.after_trim``,
 ``log.retention.after_rename``, ``log.swap.after_delete_rename``,
 ``log.swap.before_final_rename``, ``checkpoint.before_rename``,
-``manager.delete_due.between_files``.
+``manager.delete_due.between_files``, ``cleaner.clean.after_buffer_write``.
 """
 
 from __future__ import annotations

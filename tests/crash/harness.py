@@ -92,6 +92,7 @@ CRASH_POINTS: dict[str, tuple[int, int]] = {
     "log.swap.before_final_rename": (1, 4),
     "checkpoint.before_rename": (1, 10),
     "manager.delete_due.between_files": (1, 6),
+    "cleaner.clean.after_buffer_write": (1, 4),
 }
 
 
