@@ -25,6 +25,7 @@ from ..security.authorizer import (
 )
 from ..transactions.records import TRANSACTION_STATE_TOPIC
 from ..transactions.state import INVALID_PRODUCER_EPOCH, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED
+from .re2j import Re2jSyntaxError, compile_re2j
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -206,9 +207,16 @@ async def handle_describe_transactions(broker: Broker, conn: Connection, header:
 
 async def handle_list_transactions(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
     az = broker.authorizer
+    pattern = getattr(request, "transactional_id_pattern", None)  # v2 (KIP-1152): an RE2J regex, matches() the id
+    if pattern:
+        try:
+            pattern = compile_re2j(pattern).pattern  # server/apis/re2j.py: RE2J's syntax as Python's
+        except Re2jSyntaxError:
+            return {"throttle_time": 0, "error_code": errors.INVALID_REGULAR_EXPRESSION, "unknown_state_filters": [],
+                    "transaction_states": []}
     error, unknown, states = broker.transaction_coordinator.list_transactions(
         list(request.state_filters), [int(p) for p in request.producer_id_filters],
-        int(getattr(request, "duration_filter", -1)), getattr(request, "transactional_id_pattern", None))
+        int(getattr(request, "duration_filter", -1)), pattern)
     if az.enabled:
         states = [s for s in states if az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
                                                       s["transactional_id"], log_denied=False)]

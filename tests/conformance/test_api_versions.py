@@ -268,6 +268,10 @@ def scenario_list_transactions_v2(ctx: Ctx) -> dict[str, Any]:
         "null": None, "empty": "", "exact": abc, "substring": "abc", "all_of_run": f".*-{run}",
         "invalid": "[", "case_insensitive": "(?i)" + abc.upper(), "alternation": f"{abc}|{other}",
         "word_class": rf"cf-[\w-]+-abc-{run}", "anchored": f"^{abcd}$",
+        # RE2J's syntax, not Python's (server/apis/re2j.py).
+        "re2_quote": f"\\Q{abc}\\E", "re2_mid_flags": f"cf-list-transactions-v2-(?i)ABC-{run}",
+        "re2_posix": f"cf-[[:alnum:]-]+-abc-{run}", "re2_end_of_text": f"{other}\\z",
+        "re2_lookahead": f"(?={abc}).*", "re2_possessive": f"{abc}.++", "re2_backreference": f"({abc})\\1",
     }
     obs: dict[str, Any] = {}
     for name, pattern in patterns.items():
@@ -289,6 +293,9 @@ def test_list_transactions_v2(conform):
     assert obs["invalid"] == [INVALID_REGULAR_EXPRESSION, []]
     assert obs["alternation"] == [0, ["<abc>", "<other>"]]
     assert obs["pattern_and_state"] == [0, []]
+    assert obs["re2_quote"] == obs["re2_mid_flags"] == obs["re2_posix"] == [0, ["<abc>"]]
+    assert obs["re2_end_of_text"] == [0, ["<other>"]]
+    assert obs["re2_lookahead"] == obs["re2_possessive"] == obs["re2_backreference"] == [INVALID_REGULAR_EXPRESSION, []]
 
 
 # --------------------------------------------------------------------------- JoinGroup v0-1
