@@ -90,7 +90,7 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(21, "DeleteRecords", 0, 2, delete_records.handle_delete_records),
         ApiSpec(22, "InitProducerId", 0, 5, producer_id.handle_init_producer_id, coordinator_write=True),
         ApiSpec(61, "DescribeProducers", 0, 0, producers.handle_describe_producers),
-        # Transactions (server/apis/transactions.py, server/transactions): Kafka 4.1's version ranges.
+        # Transactions (server/apis/transactions.py, server/transactions): Kafka 4.3's version ranges.
         ApiSpec(24, "AddPartitionsToTxn", 0, 5, transactions.handle_add_partitions_to_txn, coordinator_write=True),
         ApiSpec(25, "AddOffsetsToTxn", 0, 4, transactions.handle_add_offsets_to_txn, coordinator_write=True),
         ApiSpec(26, "EndTxn", 0, 5, transactions.handle_end_txn, coordinator_write=True),
@@ -98,9 +98,9 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(65, "DescribeTransactions", 0, 0, transactions.handle_describe_transactions),
         # v2: the transactional id pattern (KIP-1152), matched over the whole id as Kafka's RE2J matches().
         ApiSpec(66, "ListTransactions", 0, 2, transactions.handle_list_transactions),
-        # Kafka 4.1 serves v2-4 (v0-1 went with KIP-896).
+        # Kafka 4.3 serves v2-4 (v0-1 went with KIP-896).
         ApiSpec(23, "OffsetForLeaderEpoch", 2, 4, leader_epoch.handle_offset_for_leader_epoch),
-        # Topic and broker configs (server/apis/configs.py): Kafka 4.0's version ranges.
+        # Topic and broker configs (server/apis/configs.py): Kafka 4.3's version ranges.
         ApiSpec(32, "DescribeConfigs", 1, 4, configs.handle_describe_configs),
         ApiSpec(33, "AlterConfigs", 0, 2, configs.handle_alter_configs),
         ApiSpec(44, "IncrementalAlterConfigs", 0, 1, configs.handle_incremental_alter_configs),
@@ -117,7 +117,7 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(16, "ListGroups", 0, 5, groups.handle_list_groups),
         ApiSpec(42, "DeleteGroups", 0, 2, groups.handle_delete_groups, coordinator_write=True),
         ApiSpec(47, "OffsetDelete", 0, 0, groups.handle_offset_delete, coordinator_write=True),
-        # Kafka's tools (issue 11): Kafka 4.1's version ranges.
+        # Kafka's tools (issue 11): Kafka 4.3's version ranges.
         ApiSpec(35, "DescribeLogDirs", 1, 5, log_dirs.handle_describe_log_dirs),
         ApiSpec(37, "CreatePartitions", 0, 3, topics.handle_create_partitions),
         ApiSpec(60, "DescribeCluster", 0, 2, cluster.handle_describe_cluster),
@@ -128,13 +128,13 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(46, "ListPartitionReassignments", 0, 0, admin.handle_list_partition_reassignments),
         ApiSpec(55, "DescribeQuorum", 0, 2, admin.handle_describe_quorum),
         ApiSpec(74, "ListConfigResources", 0, 1, admin.handle_list_config_resources),
-        # Authentication (server/apis/sasl.py, scram.py, quotas.py): Kafka 4.1's version ranges.
+        # Authentication (server/apis/sasl.py, scram.py, quotas.py): Kafka 4.3's version ranges.
         ApiSpec(17, "SaslHandshake", 0, 1, sasl.handle_sasl_handshake),
         ApiSpec(36, "SaslAuthenticate", 0, 2, sasl.handle_sasl_authenticate),
         ApiSpec(48, "DescribeClientQuotas", 0, 1, quotas.handle_describe_client_quotas),
         ApiSpec(50, "DescribeUserScramCredentials", 0, 0, scram.handle_describe_user_scram_credentials),
         ApiSpec(51, "AlterUserScramCredentials", 0, 0, scram.handle_alter_user_scram_credentials),
-        # ACLs (server/apis/acls.py): Kafka 4.1's version ranges.
+        # ACLs (server/apis/acls.py): Kafka 4.3's version ranges.
         ApiSpec(29, "DescribeAcls", 1, 3, acls.handle_describe_acls),
         ApiSpec(30, "CreateAcls", 1, 3, acls.handle_create_acls),
         ApiSpec(31, "DeleteAcls", 1, 3, acls.handle_delete_acls),
