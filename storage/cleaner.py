@@ -3,8 +3,9 @@
 One round (``LogCleaner.clean_one``):
 1. LogCleanerManager picks the filthiest compacted log: dirty ratio =
    cleanable bytes / (clean + cleanable bytes) over [first dirty offset, first
-   uncleanable offset), ratio >= ``min.cleanable.dirty.ratio`` or past
-   ``max.compaction.lag.ms``, or with tombstones whose delete horizon passed.
+   uncleanable offset), ratio > ``min.cleanable.dirty.ratio`` or dirty bytes past
+   ``max.compaction.lag.ms``. As in Kafka, tombstones past their delete horizon
+   never make a log cleanable: an idle log keeps them until its next real cleaning.
    The first dirty offset comes from ``cleaner-offset-checkpoint``; the first
    uncleanable offset is the active segment's base, the high watermark, or the
    first segment younger than ``min.compaction.lag.ms``.

@@ -103,7 +103,6 @@ class LogCleanerManager:
         with self._lock:
             self.time_of_last_run_ms = time.time() * 1000
             candidates: list[LogToClean] = []
-            expired_tombstones: list[LogToClean] = []
             dirtiest = 0.0
             for lg in logs:
                 tp = (lg.topic, lg.partition)
@@ -115,12 +114,13 @@ class LogCleanerManager:
                 ltc = LogToClean(lg, first_dirty, uncleanable, clean_bytes, cleanable, must)
                 dirtiest = max(dirtiest, ltc.ratio)
                 min_ratio = lg.config.values["min.cleanable.dirty.ratio"]
-                if (must and cleanable > 0) or (cleanable > 0 and ltc.ratio > min_ratio):
+                # Kafka's grabFilthiestCompactedLog: only dirty bytes make a log cleanable. A log
+                # whose tombstones passed their delete horizon but with nothing dirty is left
+                # alone: they go at its next real cleaning, so consumers see what Kafka's see.
+                if (must and cleanable > 0) or ltc.ratio > min_ratio:
                     candidates.append(ltc)
-                elif 0 <= lg.latest_delete_horizon <= now_ms:
-                    expired_tombstones.append(ltc)
             self.dirtiest_log_cleanable_ratio = dirtiest
-            pick = max(candidates, key=lambda c: c.ratio) if candidates else (expired_tombstones[0] if expired_tombstones else None)
+            pick = max(candidates, key=lambda c: c.ratio) if candidates else None
             if pick is not None:
                 self.in_progress.add((pick.log.topic, pick.log.partition))
             return pick

@@ -353,6 +353,35 @@ def test_cleaner_goes_idle_once_tombstones_are_gone(sidecar_factory):
     assert {(p.name, p.stat().st_ino) for p in segment_files(d)} == files
 
 
+def test_an_idle_log_keeps_its_expired_tombstones_until_the_next_real_cleaning(sidecar_factory):
+    """As Kafka (tests/conformance/test_idle_tombstones.py): only dirty bytes make a log
+    cleanable, so a tombstone past its delete horizon on a log that receives nothing stays
+    fetchable (no cleaning runs); the cleaning that new dirt brings removes it."""
+    server = sidecar_factory(overrides=OVERRIDES)
+    topic = "idle-tombstones"
+    create_topic(server.port, topic, configs=GOLDEN_CONFIGS)
+    kp_produce(server.bootstrap, topic, [(f"k-{i}", f"v{i}", TS0 + i) for i in range(5)])  # 0-4
+    kp_produce(server.bootstrap, topic, [("k-0", None, TS0 + 1000)])  # 5: tombstone
+    kp_produce(server.bootstrap, topic, [("k-9", "trigger-1", TS0 + 2000)])  # 6, rolls 5 out
+    wait_until(lambda: cleaner_offset(server.data_dir, topic) == 6, timeout=30, interval=0.02, message="first pass")
+    raw = RawClient(server.port, client_id="compaction-tests")
+    try:
+        tombstone = (5, TS0 + 1000, "k-0", None)
+        assert tombstone in records_of(fetch_batches(raw, topic))
+        rounds = cleaner_rounds(server, topic)
+        time.sleep(DELETE_RETENTION_MS / 1000 + 1.5)  # past the horizon, several cleaner backoffs
+        assert tombstone in records_of(fetch_batches(raw, topic)), "an idle log lost its expired tombstone"
+        assert cleaner_rounds(server, topic) == rounds
+        kp_produce(server.bootstrap, topic, [("k-1", "new-dirt", TS0 + 3000)])  # 7, rolls 6 out
+        kp_produce(server.bootstrap, topic, [("k-9", "trigger-2", TS0 + 4000)])  # 8, rolls 7 out
+        wait_until(lambda: cleaner_offset(server.data_dir, topic) == 8, timeout=30, interval=0.02, message="second pass")
+        assert [r[:3] for r in records_of(fetch_batches(raw, topic))] == [
+            (2, TS0 + 2, "k-2"), (3, TS0 + 3, "k-3"), (4, TS0 + 4, "k-4"), (6, TS0 + 2000, "k-9"),
+            (7, TS0 + 3000, "k-1"), (8, TS0 + 4000, "k-9")]
+    finally:
+        raw.close()
+
+
 def test_keyless_records_on_a_compacted_topic_are_refused_whole(sidecar, topic_name):
     create_topic(sidecar.port, topic_name, configs={"cleanup.policy": "compact"})
 
