@@ -18,35 +18,107 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+import threading
 from pathlib import Path
 
 from .formats import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
 
+# Opening an index file lazily may race between a reader and the writer: one lock for all.
+_OPEN_LOCK = threading.Lock()
+_ZERO_CHUNK = 1 << 20
+
 
 class _Index:
+    """The entries of one index file, mirrored in memory.
+
+    Loading is bounded by the entries, not the file: a preallocated file (the active segment's
+    after a crash) ends in zero entries, and the first of them is found by a binary search
+    (Kafka trusts the recovery of the segments past the recovery point instead of scanning).
+    The file descriptor is opened only to load, then again at the first write (Kafka's
+    LazyIndex): an idle partition keeps no index file open.
+    """
+
     entry: struct.Struct
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry.size)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd: int | None = None  # None: not open (opened at need); -1: closed for good
+        self._dirty = False  # written since the last fsync
         self.keys: list[int] = []
         self.values: list[int] = []
         # Why the file could not be read whole (damaged), or None: the segment rebuilds it.
         self.load_problem: str | None = None
         self.padded = False
-        self._load()
+        # Size of the file as found at load: the zero tail past the entries lies below it.
+        self._size_at_load = 0
+        fd = self._open()
+        self._load(fd)
         if writable:
             self.resize(self.max_entries * self.entry.size)
+            self._dirty = False  # preallocated zeros: nothing to fsync
+        # Nothing is written until the first append: close the file until then.
+        self._release()
 
-    def _load(self) -> None:
-        size = os.fstat(self._fd).st_size
-        data = os.pread(self._fd, size - size % self.entry.size, 0)
+    def _open(self) -> int:
+        fd = self._fd
+        if fd is None:
+            with _OPEN_LOCK:
+                if self._fd is None:
+                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = self._fd
+        if fd < 0:
+            raise OSError(9, f"index {self.path} is closed")
+        return fd
+
+    def _release(self) -> None:
+        with _OPEN_LOCK:
+            if self._fd is not None and self._fd >= 0:
+                os.close(self._fd)
+                self._fd = None
+
+    def open(self) -> None:
+        """Open the file now (before a change that must not fail half-way on the open)."""
+        self._open()
+
+    def release(self) -> None:
+        """Close the file until the next write (after the load: what it wrote, e.g. a recovery's
+        rebuilt entries, is still fsynced by the next ``flush``)."""
+        self._release()
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the index holds an open file descriptor."""
+        return self._fd is not None and self._fd >= 0
+
+    def _entry_is_zero(self, fd: int, i: int) -> bool:
+        size = self.entry.size
+        return os.pread(fd, size, i * size).count(0) == size
+
+    def _used_entries(self, fd: int, count: int) -> int:
+        """How many entries precede the zero tail of a preallocated file (binary search:
+        entries are never all-zero bytes, the preallocated tail is nothing else)."""
+        if count == 0 or not self._entry_is_zero(fd, count - 1):
+            return count
+        lo, hi = 0, count - 1  # entry ``hi`` is zero
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._entry_is_zero(fd, mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _load(self, fd: int) -> None:
+        size = os.fstat(fd).st_size
+        self._size_at_load = size
+        used = self._used_entries(fd, size // self.entry.size)
+        data = os.pread(fd, used * self.entry.size, 0)
         prev_key: int | None = None
         for a, b in self.entry.iter_unpack(data):
             key, value = self._decode(a, b)
-            # A preallocated file that was never trimmed ends in zero entries: stop there.
+            # A zero entry or one out of order ends the entries.
             if prev_key is not None and key <= prev_key:
                 break
             if prev_key is None and self._is_padding(a, b):
@@ -58,11 +130,26 @@ class _Index:
         self.padded = size > len(self.keys) * self.entry.size
         if size % self.entry.size:
             self.load_problem = f"size {size} is not a multiple of {self.entry.size}"
-        else:
-            used = len(self.keys) * self.entry.size
-            # Whatever follows the entries can only be preallocated zeros; anything else is damage.
-            if data[used:].count(0) != len(data) - used:
-                self.load_problem = f"entry {len(self.keys)} is out of order"
+        elif len(self.keys) < used:
+            # What follows the entries can only be preallocated zeros; anything else is damage.
+            self.load_problem = f"entry {len(self.keys)} is out of order"
+
+    def padding_problem(self) -> str | None:
+        """Whether the tail past the entries, as found at load, is all zeros (reads it: only
+        for an index that should have been trimmed, never for one that is recovered anyway)."""
+        start = len(self.keys) * self.entry.size
+        if self.load_problem or start >= self._size_at_load:
+            return None
+        fd = self._open()
+        pos = start
+        while pos < self._size_at_load:
+            chunk = os.pread(fd, min(_ZERO_CHUNK, self._size_at_load - pos), pos)
+            if not chunk:
+                break
+            if chunk.count(0) != len(chunk):
+                return f"entry {len(self.keys)} is out of order"
+            pos += len(chunk)
+        return None
 
     def _decode(self, a: int, b: int) -> tuple[int, int]:
         raise NotImplementedError
@@ -84,32 +171,47 @@ class _Index:
         return len(self.keys) * self.entry.size
 
     def _write(self, a: int, b: int) -> None:
-        os.pwrite(self._fd, self.entry.pack(a, b), len(self.keys) * self.entry.size)
+        self._dirty = True
+        os.pwrite(self._open(), self.entry.pack(a, b), len(self.keys) * self.entry.size)
 
     def resize(self, size: int) -> None:
-        os.ftruncate(self._fd, max(size, self.size_in_bytes))
+        self._dirty = True
+        os.ftruncate(self._open(), max(size, self.size_in_bytes))
 
     def trim(self) -> None:
         """Cut the preallocated tail, as Kafka does when a segment becomes inactive."""
-        os.ftruncate(self._fd, self.size_in_bytes)
+        self._dirty = True
+        os.ftruncate(self._open(), self.size_in_bytes)
 
     def truncate_to_entries(self, n: int) -> None:
         del self.keys[n:]
         del self.values[n:]
         # Zero everything after the kept entries (shrink, then grow back sparse),
         # so a reload of a preallocated file cannot resurrect removed entries.
-        size = os.fstat(self._fd).st_size
-        os.ftruncate(self._fd, n * self.entry.size)
-        os.ftruncate(self._fd, max(size, n * self.entry.size))
+        fd = self._open()
+        self._dirty = True
+        size = os.fstat(fd).st_size
+        os.ftruncate(fd, n * self.entry.size)
+        os.ftruncate(fd, max(size, n * self.entry.size))
 
     def reset(self) -> None:
         self.truncate_to_entries(0)
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        if self._fd is None:
+            # Released: fsync what was written before (fsync covers the file, whatever the fd).
+            if self._dirty:
+                os.fsync(self._open())
+                self._release()
+        else:
+            os.fsync(self._open())
+        self._dirty = False
 
     def close(self) -> None:
-        os.close(self._fd)
+        with _OPEN_LOCK:
+            fd, self._fd = self._fd, -1
+        if fd is not None and fd >= 0:
+            os.close(fd)
 
     def rename(self, path: Path) -> None:
         os.rename(self.path, path)
@@ -178,8 +280,9 @@ class TimeIndex(_Index):
             )
         # An empty index's last timestamp counts as -1 (NO_TIMESTAMP), as in Kafka.
         if timestamp > (self.keys[-1] if self.keys else -1):
-            if len(self.keys) * self.entry.size + self.entry.size > os.fstat(self._fd).st_size:
-                os.ftruncate(self._fd, (len(self.keys) + 1) * self.entry.size)
+            fd = self._open()
+            if len(self.keys) * self.entry.size + self.entry.size > os.fstat(fd).st_size:
+                os.ftruncate(fd, (len(self.keys) + 1) * self.entry.size)
             self._write(timestamp, offset - self.base_offset)
             self.keys.append(timestamp)
             self.values.append(offset)

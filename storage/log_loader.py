@@ -99,6 +99,7 @@ class LogLoader:
         self.clean_shutdown = clean_shutdown
         # Smallest base offset of a segment recovered at load: its .txnindex is rebuilt from the log.
         self._txn_rebuild_from: int | None = None
+        self.recovered_segments = 0  # segments recovered (read whole, CRC-checked) at load
 
     def load(self) -> LoadedLogOffsets:
         """Open, check and recover the segments, then rebuild the producer state."""
@@ -109,6 +110,10 @@ class LogLoader:
         start = first_base if self.log_start_offset is None else max(self.log_start_offset, first_base)
         offsets = LoadedLogOffsets(min(start, log_end_offset), min(self.recovery_point, log_end_offset), log_end_offset)
         self._load_producer_state(log_end_offset)
+        # Loaded: an idle partition keeps only its active .log open (indexes and older
+        # segments are reopened at their first use, as Kafka's LazyIndex does).
+        for seg in segments:
+            seg.release_files()
         return offsets
 
     def _load_segments(self) -> None:
@@ -136,7 +141,9 @@ class LogLoader:
         if not self.segments.segments:
             self.segments.add_segment(open_segment(self.dir, 0, self.config, active=True, on_rebuild=self._mark_txn_rebuild))
             return
-        self._check_indexes()
+        # After a crash, the segments from the recovery point on are recovered whatever their
+        # indexes hold: checking those first would be wasted (Kafka skips it the same way).
+        self._check_indexes(len(ordered) if self.clean_shutdown else self.segments.segment_index(self.recovery_point))
         if self.clean_shutdown:
             # Nothing to recover after a clean stop, but the end of the active segment, where
             # appends go, is checked (cheaply): a torn or damaged tail is recovered as after a crash.
@@ -148,13 +155,14 @@ class LogLoader:
         else:
             self._recover(self.recovery_point)
 
-    def _check_indexes(self) -> None:
-        """Rebuild the indexes of any segment whose indexes fail the sanity check (Kafka rebuilds
-        a corrupt index at load too): a damaged index never stops the start, nor misleads a read."""
+    def _check_indexes(self, end: int) -> None:
+        """Rebuild the indexes of any segment before ``end`` whose indexes fail the sanity check
+        (Kafka rebuilds a corrupt index at load too): a damaged index never stops the start, nor
+        misleads a read."""
         segments = self.segments.segments
         last = segments[-1]
         budget = self.FULL_INDEX_CHECK_ENTRIES
-        for seg in reversed(segments):
+        for seg in reversed(segments[:end]):
             entries = seg.offset_index.entries + seg.time_index.entries
             full = entries <= budget
             if full:
@@ -169,6 +177,7 @@ class LogLoader:
             log.warning("%s-%d: %s; rebuilding the indexes of segment %d", self.topic, self.partition, problem, seg.base_offset)
             self._mark_txn_rebuild(seg.base_offset)
             truncated = seg.recover()
+            self.recovered_segments += 1
             if truncated:
                 log.warning("%s-%d: cut %d invalid bytes off segment %d while rebuilding its indexes", self.topic, self.partition, truncated, seg.base_offset)
             if seg is not last:
@@ -229,6 +238,7 @@ class LogLoader:
         for i in range(start, len(segments.segments)):
             seg = segments.segments[i]
             truncated = seg.recover()
+            self.recovered_segments += 1
             if truncated:
                 log.warning(
                     "recovery of %s-%d: truncated %d invalid bytes at the end of segment %d; removing %d later segments",
@@ -245,7 +255,7 @@ class LogLoader:
             seg.offset_index.trim()
             seg.time_index.trim()
         if len(segments.segments) > start:
-            log.info("recovered %s-%d from offset %d: log end offset %d", self.topic, self.partition, recovery_point, segments.segments[-1].read_next_offset())
+            log.debug("recovered %s-%d from offset %d: log end offset %d", self.topic, self.partition, recovery_point, segments.segments[-1].read_next_offset())
 
     def _load_producer_state(self, log_end_offset: int) -> None:
         """Newest snapshot at or below the log end, then replay the batches after it: data batches
@@ -303,4 +313,4 @@ class LogLoader:
                     seg.txn_index.close_writer()
         self._txn_rebuild_from = None
         if replayed:
-            log.info("%s-%d: rebuilt producer state from offset %d (%d producer batches)", self.topic, self.partition, start, replayed)
+            log.debug("%s-%d: rebuilt producer state from offset %d (%d producer batches)", self.topic, self.partition, start, replayed)

@@ -27,7 +27,7 @@ from kafka_sidecar.protocol.record_batch import (
 from kafka_sidecar.protocol.records import decode_batches
 
 from . import failpoints
-from .index import OffsetIndex, TimeIndex
+from .index import _OPEN_LOCK, OffsetIndex, TimeIndex
 from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -106,8 +106,15 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         prefix = filename_prefix(base_offset)
         self.log_path = dir / (prefix + LOG_SUFFIX + suffix)
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self.fd).st_size
+        # The .log of an inactive segment is opened at its first read (most are never read
+        # after a restart); the active one, where appends go, at once.
+        self._fd: int | None = None
+        try:
+            self.size = os.stat(self.log_path).st_size if not active else -1
+        except FileNotFoundError:
+            self.size = -1
+        if self.size < 0:
+            self.size = os.fstat(self.fd).st_size
         self.offset_index = OffsetIndex(dir / (prefix + INDEX_SUFFIX + suffix), base_offset, max_index_size, active)
         self.time_index = TimeIndex(dir / (prefix + TIME_INDEX_SUFFIX + suffix), base_offset, max_index_size, active)
         # Aborted transactions whose ABORT marker is in this segment; the file exists only once it has an entry.
@@ -122,6 +129,34 @@ class LogSegment:
         # Bytes past ``size`` that a failed append could not cut off (read-only disk): cut before the next write.
         self._dirty_tail = False
         self._index_warned = False
+
+    @property
+    def fd(self) -> int:
+        """The .log's file descriptor, opened at the first use (-1 once closed: EBADF, as before)."""
+        fd = self._fd
+        if fd is None:
+            with _OPEN_LOCK:
+                if self._fd is None:
+                    self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+                fd = self._fd
+        return fd
+
+    def release_files(self) -> None:
+        """After the load, before anything is served: close what an idle segment does not need
+        (its indexes; the .log too unless it is the active segment), reopened at need. Never
+        while serving: a FileSlice handed out holds the .log's descriptor."""
+        self.offset_index.release()
+        self.time_index.release()
+        if not self.active:
+            with _OPEN_LOCK:
+                if self._fd is not None and self._fd >= 0:
+                    os.close(self._fd)
+                    self._fd = None
+
+    def open_file_count(self) -> int:
+        """File descriptors this segment holds (.log and indexes; for tests and metrics)."""
+        n = 1 if self._fd is not None and self._fd >= 0 else 0
+        return n + self.offset_index.is_open + self.time_index.is_open + (self.txn_index._fd is not None)
 
     # ---- appending ----------------------------------------------------------------
 
@@ -204,10 +239,22 @@ class LogSegment:
         return self.rolling_based_timestamp
 
     def on_become_inactive(self) -> None:
-        """On roll: final time index entry, then trim both indexes (Kafka's onBecomeInactiveSegment)."""
+        """On roll: final time index entry, then trim both indexes (Kafka's onBecomeInactiveSegment).
+
+        The index files are opened first (they may have been released after the load): if that
+        fails (no descriptor left, I/O error) nothing has changed and the roll fails.
+        """
+        try:
+            self.offset_index.open()
+            self.time_index.open()
+        except OSError as e:
+            raise StorageError(f"cannot open the indexes of {self.log_path} to roll: {e.strerror or e}", e.errno) from e
         self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True)
         self.offset_index.trim()
         self.time_index.trim()
+        # Reopened at need (a lookup reads the entries in memory; a flush reopens to fsync).
+        self.offset_index.release()
+        self.time_index.release()
         self.active = False
         self.txn_index.close_writer()
 
@@ -359,8 +406,9 @@ class LogSegment:
         """
         oi, ti = self.offset_index, self.time_index
         for name, index in (("offset index", oi), ("time index", ti)):
-            if index.load_problem:
-                return f"{name} {index.path.name}: {index.load_problem}"
+            problem = index.load_problem or (index.padding_problem() if index.padded else None)
+            if problem:
+                return f"{name} {index.path.name}: {problem}"
         prev = 0
         for off, pos in zip(oi.keys, oi.values, strict=True):
             if pos <= prev or pos >= self.size or not 0 < off - self.base_offset <= 2**31 - 1:
@@ -395,30 +443,8 @@ class LogSegment:
         return None
 
     def tail_problem(self) -> str | None:
-        """Whether the batches after the last offset index entry are whole and intact.
-
-        After a clean shutdown nothing is recovered; this cheap check (at most
-        ``index.interval.bytes`` plus one batch, CRC-checked) still catches a torn
-        or damaged end of the active segment, where the next append would go.
-        """
-        pos = self.offset_index.values[-1] if self.offset_index.keys else 0
-        prev_last = self.base_offset - 1
-        first = True
-        while pos < self.size:
-            raw = os.pread(self.fd, BATCH_HEADER_SIZE, pos)
-            if len(raw) < BATCH_HEADER_SIZE:
-                return f"{self.size - pos} stray bytes at the end of {self.log_path.name}"
-            h = read_header(raw)
-            if h.magic != 2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + h.size > self.size:
-                return f"no valid batch at position {pos} of {self.log_path.name}"
-            if (h.base_offset <= prev_last and not first) or h.base_offset < self.base_offset or h.last_offset < h.base_offset:
-                return f"batch at position {pos} of {self.log_path.name} has offset {h.base_offset} out of order"
-            if compute_crc(os.pread(self.fd, h.size, pos), 0, h.size) != h.crc:
-                return f"batch at position {pos} of {self.log_path.name} fails its CRC check"
-            prev_last = h.last_offset
-            first = False
-            pos += h.size
-        return None
+        """Whether the batches after the last offset index entry are whole and intact."""
+        return segment_tail_problem(self)
 
     def rebuild_indexes(self) -> None:
         """Rebuild both indexes from the batch headers, without cutting anything off the log."""
@@ -520,7 +546,10 @@ class LogSegment:
         self.txn_index.flush()
 
     def close(self) -> None:
-        os.close(self.fd)
+        with _OPEN_LOCK:
+            fd, self._fd = self._fd, -1
+        if fd is not None and fd >= 0:
+            os.close(fd)
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()
@@ -533,7 +562,9 @@ class LogSegment:
         return out
 
     def last_modified_ms(self) -> int:
-        return int(os.fstat(self.fd).st_mtime * 1000)
+        fd = self._fd
+        st = os.fstat(fd) if fd is not None and fd >= 0 else os.stat(self.log_path)
+        return int(st.st_mtime * 1000)
 
     def change_suffix(self, old: str, new: str) -> None:
         """Rename all files of this segment, e.g. to ``.deleted``."""
@@ -549,3 +580,30 @@ class LogSegment:
             if idx.path.exists():
                 idx.rename(renamed(idx.path))
         self.txn_index.rename(renamed(self.txn_index.path))
+
+
+def segment_tail_problem(seg: LogSegment) -> str | None:
+    """Whether the batches after the last offset index entry are whole and intact.
+
+    After a clean shutdown nothing is recovered; this cheap check (at most
+    ``index.interval.bytes`` plus one batch, CRC-checked) still catches a torn
+    or damaged end of the active segment, where the next append would go.
+    """
+    pos = seg.offset_index.values[-1] if seg.offset_index.keys else 0
+    prev_last = seg.base_offset - 1
+    first = True
+    while pos < seg.size:
+        raw = os.pread(seg.fd, BATCH_HEADER_SIZE, pos)
+        if len(raw) < BATCH_HEADER_SIZE:
+            return f"{seg.size - pos} stray bytes at the end of {seg.log_path.name}"
+        h = read_header(raw)
+        if h.magic != 2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + h.size > seg.size:
+            return f"no valid batch at position {pos} of {seg.log_path.name}"
+        if (h.base_offset <= prev_last and not first) or h.base_offset < seg.base_offset or h.last_offset < h.base_offset:
+            return f"batch at position {pos} of {seg.log_path.name} has offset {h.base_offset} out of order"
+        if compute_crc(os.pread(seg.fd, h.size, pos), 0, h.size) != h.crc:
+            return f"batch at position {pos} of {seg.log_path.name} fails its CRC check"
+        prev_last = h.last_offset
+        first = False
+        pos += h.size
+    return None
