@@ -38,6 +38,8 @@ T = TypeVar("T")
 NODE_ID = 1
 # Start-up progress: reported once loading takes longer than this, then every interval.
 PROGRESS_DELAY_S = 1.0
+# Descriptors besides one per partition: listeners, connections, checkpoints, snapshots.
+FD_HEADROOM = 256
 PROGRESS_INTERVAL_S = 5.0
 
 
@@ -129,6 +131,7 @@ class Broker:
         except OSError as e:
             raise DataDirError(str(e)) from None
         await self.run_blocking(self.authorizer.load)  # the ACLs (a damaged ACL file stops the start)
+        raise_open_file_limit(await self.run_blocking(_count_partition_dirs, self.data_dir), self.data_dir)
         self.state = "loading logs"
         watcher = asyncio.create_task(self._watch_loading())
         try:
@@ -262,6 +265,34 @@ class Broker:
         finally:
             progress.update(len(self.log_manager.logs))  # the last figure, if progress was shown at all
             progress.finish()
+
+
+def raise_open_file_limit(partitions: int, data_dir: Path) -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (as Kafka's start scripts expect of the
+    system) and refuse to start when it is still too low for the partitions on disk (an idle
+    partition keeps one descriptor open): a clear error now, not ``Too many open files`` later.
+    Returns the soft limit in effect."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return -1
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            log.debug("open file limit raised from %d to %d", soft, target)
+            soft = target
+        except (ValueError, OSError) as e:
+            log.warning("cannot raise the open file limit from %d to %d: %s", soft, target, e)
+    needed = partitions + FD_HEADROOM
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raise DataDirError(
+            f"the open file limit (RLIMIT_NOFILE: soft {soft}, hard {'unlimited' if hard == resource.RLIM_INFINITY else hard}) "
+            f"is too low for the {partitions} partitions in {data_dir}: at least {needed} are needed; "
+            f"raise it (ulimit -n {needed}, docker run --ulimit nofile={needed}, systemd LimitNOFILE={needed})"
+        )
+    return soft
 
 
 def _count_partition_dirs(data_dir: Path) -> int:
