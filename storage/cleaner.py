@@ -35,6 +35,7 @@ One round (``LogCleaner.clean_one``):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -478,9 +479,13 @@ class LogCleaner:
 
     def __init__(self, data_dir: Path, logs: Callable[[], list[Log]], *, threads: int = 1, dedupe_buffer_size: int = 134217728,
                  io_buffer_load_factor: float = 0.9, backoff_ms: int = 15000, enabled: bool = True,
-                 io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE, max_io_bytes_per_second: float = NO_LIMIT) -> None:
+                 io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE, max_io_bytes_per_second: float = NO_LIMIT,
+                 on_segments_deleted: Callable[[Log, list[LogSegment], int], None] | None = None) -> None:
         self.manager = LogCleanerManager(data_dir)
         self.logs = logs
+        # Told of the segments retention removed from a compacted log in a cleaner thread
+        # (renamed .deleted, to be deleted after file.delete.delay.ms): the LogManager's.
+        self.on_segments_deleted = on_segments_deleted
         self.threads = threads if enabled else 0
         # Kafka splits the dedupe buffer between the cleaner threads, and each thread's share
         # of log.cleaner.io.buffer.size in two: a read buffer and a write buffer.
@@ -524,6 +529,10 @@ class LogCleaner:
             except Exception:
                 log.exception("log cleaner round failed")
                 cleaned = False
+            try:
+                self.delete_old_segments()
+            except Exception:
+                log.exception("log cleaner retention pass failed")
             if not cleaned:
                 self._wake.wait(self.backoff_ms / 1000)
                 self._wake.clear()
@@ -552,6 +561,54 @@ class LogCleaner:
         finally:
             self.manager.done_cleaning(ltc.log, end)
         return end is not None
+
+    # ---- retention of compacted logs, in the cleaner thread ------------------------------
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention of the compacted logs (``compact,delete``: time, size, log start offset;
+        ``compact``: log start offset only), run by a cleaner thread after each cleaning
+        attempt as Kafka's cleanFilthiestLog does, so it never races a cleaning of the same
+        log. A log whose deletion raises is marked uncleanable (Kafka's LogCleaningException).
+        Returns the number of segments removed."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        deletable = self.manager.deletable_logs(self.logs())
+        removed: list[tuple[Log, list[LogSegment]]] = []
+        try:
+            for lg in deletable:
+                try:
+                    segments = lg.delete_old_segments(now_ms)
+                except Exception as e:
+                    self.manager.mark_uncleanable(lg, e)
+                    continue
+                if segments:
+                    removed.append((lg, segments))
+        finally:
+            self.manager.done_deleting(deletable)
+        # Reported once the logs are out of progress: the callback may take the LogManager's
+        # lock, which a DeleteTopics waiting for this pass (abort_and_pause) holds.
+        for lg, segments in removed:
+            if self.on_segments_deleted is not None:
+                self.on_segments_deleted(lg, segments, now_ms)
+            else:
+                with lg.lock:
+                    lg.retired_segments.extend(segments)
+        return sum(len(segments) for _, segments in removed)
+
+    @contextlib.contextmanager
+    def retention_logs(self, logs: list[Log]) -> Iterator[list[Log]]:
+        """The logs the retention task (Kafka's LogManager.cleanupLogs) deletes from: the
+        non-compacted ones, paused in the cleaner until it is done. Without cleaner threads
+        (``log.cleaner.enable=false``, Kafka's null cleaner) the non-compacted ones too:
+        compacted logs get no retention then, as in Kafka."""
+        if not self.threads:
+            yield [lg for lg in logs if not lg.config.compact]
+            return
+        paused = self.manager.pause_cleaning_for_non_compacted_partitions(logs)
+        try:
+            yield paused
+        finally:
+            for lg in paused:
+                self.manager.resume(lg.topic, lg.partition)
 
     # ---- Kafka's LogCleaner / LogCleanerManager gauges ----------------------------------
 

@@ -125,6 +125,40 @@ class LogCleanerManager:
                 self.in_progress.add((pick.log.topic, pick.log.partition))
             return pick
 
+    # ---- retention, coordinated with cleaning (Kafka's LogManager.cleanupLogs and
+    # LogCleaner.cleanFilthiestLog): the retention task deletes from the non-compacted logs,
+    # paused here meanwhile; the cleaner thread deletes from the compacted ones, held in
+    # progress meanwhile. A log is never cleaned and retention-deleted at once.
+
+    def pause_cleaning_for_non_compacted_partitions(self, logs: list[Log]) -> list[Log]:
+        """Kafka's pauseCleaningForNonCompactedPartitions: the non-compacted logs not already
+        in progress or paused, paused (so a switch to compact cannot let the cleaner race
+        their retention); the caller resumes them with ``resume``."""
+        with self._lock:
+            out = [lg for lg in logs if not lg.config.compact
+                   and (lg.topic, lg.partition) not in self.in_progress and (lg.topic, lg.partition) not in self.paused]
+            for lg in out:
+                self.paused[(lg.topic, lg.partition)] = 1
+            return out
+
+    def deletable_logs(self, logs: list[Log]) -> list[Log]:
+        """Kafka's deletableLogs: the compacted logs neither in progress, paused nor uncleanable,
+        marked in progress for the cleaner thread's retention pass (``done_deleting`` ends it)."""
+        with self._lock:
+            out = [lg for lg in logs if lg.config.compact and (lg.topic, lg.partition) not in self.in_progress
+                   and (lg.topic, lg.partition) not in self.paused and (lg.topic, lg.partition) not in self.uncleanable]
+            for lg in out:
+                self.in_progress.add((lg.topic, lg.partition))
+            return out
+
+    def done_deleting(self, logs: list[Log]) -> None:
+        """Kafka's doneDeleting: out of progress (an abort asked meanwhile is answered)."""
+        with self._lock:
+            for lg in logs:
+                self.in_progress.discard((lg.topic, lg.partition))
+                self.aborted.discard((lg.topic, lg.partition))
+            self._lock.notify_all()
+
     def done_cleaning(self, lg: Log, end_offset: int | None) -> None:
         tp = (lg.topic, lg.partition)
         with self._lock:

@@ -10,6 +10,7 @@ metadata log, are kept in ``sidecar-topics.json`` beside them.
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import logging
@@ -196,6 +197,7 @@ class LogManager:
             self.data_dir, self.all_logs, threads=cc.threads, dedupe_buffer_size=cc.dedupe_buffer_size,
             io_buffer_load_factor=cc.io_buffer_load_factor, backoff_ms=cc.backoff_ms, enabled=cc.enabled,
             io_buffer_size=cc.io_buffer_size, max_io_bytes_per_second=cc.max_io_bytes_per_second,
+            on_segments_deleted=self._schedule_segment_deletion,
         )
         self.cleaner.start()
         log.info(
@@ -489,23 +491,33 @@ class LogManager:
     # ---- retention ---------------------------------------------------------------------
 
     def cleanup_logs(self, now_ms: int | None = None) -> int:
-        """One retention pass over every log (Kafka's kafka-log-retention task);
-        returns the number of segments scheduled for deletion."""
+        """One retention pass (Kafka's kafka-log-retention task) over the non-compacted logs,
+        paused in the cleaner meanwhile (compacted logs are the cleaner threads', see
+        LogCleaner.delete_old_segments); returns the number of segments scheduled for deletion."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         with self._lock:
             logs = list(self.logs.values())
         count = 0
-        for lg in logs:
-            removed = lg.delete_old_segments(now_ms)
-            if removed:
-                count += len(removed)
-                due = now_ms + lg.config.file_delete_delay_ms
-                with self._lock:
-                    self._pending_deletes += [(due, seg) for seg in removed]
+        selected = self.cleaner.retention_logs(logs) if self.cleaner is not None else contextlib.nullcontext(
+            [lg for lg in logs if not lg.config.compact])
+        with selected as deletable:
+            for lg in deletable:
+                removed = lg.delete_old_segments(now_ms)
+                if removed:
+                    count += len(removed)
+                    self._schedule_segment_deletion(lg, removed, now_ms, write_checkpoint=False)
         if count:
             self.checkpoint_log_start_offsets()
         self.delete_due_segments(now_ms)
         return count
+
+    def _schedule_segment_deletion(self, lg: Log, removed: list[LogSegment], now_ms: int, write_checkpoint: bool = True) -> None:
+        """Segments retention took out of ``lg`` (renamed .deleted): deleted after file.delete.delay.ms."""
+        due = now_ms + lg.config.file_delete_delay_ms
+        with self._lock:
+            self._pending_deletes += [(due, seg) for seg in removed]
+        if write_checkpoint:
+            self.checkpoint_log_start_offsets()
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """Forget idempotent producers idle for ``producer.id.expiration.ms``."""

@@ -8,6 +8,13 @@ that must stay, so only a prefix is ever deletable:
 - by log start offset: the next segment's base offset <= the log start offset.
 A segment is only deletable when everything in it is below the high watermark,
 and the last segment only if it is not empty (the caller then rolls first).
+
+Who runs it, as in Kafka: the retention task (LogManager.cleanup_logs, every
+``log.retention.check.interval.ms``) for the non-compacted logs, paused in the cleaner
+while it works on them; a cleaner thread (LogCleaner.delete_old_segments, after each
+cleaning attempt) for the compacted ones, held in progress meanwhile. So retention and
+cleaning never work on one log at once; with ``log.cleaner.enable=false`` compacted logs
+get no retention, as in Kafka (whose LogManager then has no cleaner).
 """
 
 from __future__ import annotations

@@ -382,6 +382,27 @@ def test_an_idle_log_keeps_its_expired_tombstones_until_the_next_real_cleaning(s
         raw.close()
 
 
+def test_compact_delete_retention_runs_in_the_cleaner_thread(sidecar_factory):
+    """Kafka runs the retention of compacted logs in the cleaner thread (after each cleaning
+    attempt, so it never races a cleaning of the same log), not in the retention task: an
+    expired segment of a compact,delete topic goes within cleaner backoffs (200 ms here), long
+    before the retention task's first check (log.initial.task.delay.ms, 30 s)."""
+    server = sidecar_factory(overrides=OVERRIDES)
+    topic = "compact-delete"
+    create_topic(server.port, topic, configs={**GOLDEN_CONFIGS, "cleanup.policy": "compact,delete", "retention.ms": "60000"})
+    started = time.monotonic()
+    kp_produce(server.bootstrap, topic, [(f"k-{i}", f"old-{i}", TS0 + i) for i in range(3)])  # 0-2, long expired
+    kp_produce(server.bootstrap, topic, [("k-9", "recent", now_ms())])  # 3, rolls 0-2 out
+    raw = RawClient(server.port, client_id="compaction-tests")
+    try:
+        wait_until(lambda: list_offset(raw, topic, 0, -2) == 3, timeout=20, interval=0.05, message="expired segment deleted")
+        assert time.monotonic() - started < 25, "deleted by the retention task, not the cleaner thread"
+        assert records_of(fetch_batches(raw, topic, 3))[0][2:] == ("k-9", "recent")
+    finally:
+        raw.close()
+    assert re.search(rf"{topic}-0: deleting 1 segment\(s\) \[0\] by retention.ms", server.log_text())
+
+
 def test_keyless_records_on_a_compacted_topic_are_refused_whole(sidecar, topic_name):
     create_topic(sidecar.port, topic_name, configs={"cleanup.policy": "compact"})
 

@@ -1479,3 +1479,106 @@ def test_a_crash_while_writing_a_cleaned_segment_loses_nothing(tmp_path):
     ref = make_log(ref_root, {"segment.bytes": 1 << 20, "segment.index.bytes": 1 << 14})
     assert clean(new_cleaner(ref_root, [ref]), NOW)
     assert _dir_digest(lg, tmp_path) == _dir_digest(ref, ref_root)
+
+
+# --------------------------------------------------------------------------- retention coordinated with cleaning
+
+
+def _expired_compact_delete_log(root: Path, topic: str = "t") -> Log:
+    """compact,delete with retention.ms=1 day: segments 0 and 3 expired, 4 and the active one not."""
+    lg = make_log(root, {"cleanup.policy": "compact,delete", "retention.ms": DAY}, topic=topic)
+    append(lg, [kv(0, b"a"), kv(1, b"a"), kv(2, b"a")], ts=NOW - 5 * DAY)  # 0-2
+    lg.roll()
+    append(lg, [kv(0, b"b")], ts=NOW - 4 * DAY)  # 3
+    lg.roll()
+    append(lg, [kv(1, b"c")], ts=NOW - HOUR)  # 4
+    lg.roll()
+    append(lg, [kv(4, b"f")], ts=NOW)  # 5
+    return lg
+
+
+def test_compacted_logs_retention_runs_in_the_cleaner_not_during_their_cleaning(tmp_path):
+    """Kafka's deletableLogs/doneDeleting: the cleaner thread deletes from compacted logs, never
+    from one it is cleaning (in progress), and reports the removed segments to its owner."""
+    lg = _expired_compact_delete_log(tmp_path)
+    reported: list[tuple[str, list[int], int]] = []
+    lc = LogCleaner(tmp_path, lambda: [lg], enabled=False,
+                    on_segments_deleted=lambda log_, segs, now: reported.append((log_.topic, [s.base_offset for s in segs], now)))
+    ltc = lc.manager.grab_filthiest_log([lg], NOW)  # a cleaning in progress
+    assert ltc is not None
+    assert lc.delete_old_segments(NOW) == 0
+    assert [s.base_offset for s in lg.segments] == [0, 3, 4, 5] and reported == []
+    lc.manager.done_cleaning(lg, None)
+    assert lc.delete_old_segments(NOW) == 2
+    assert reported == [("t", [0, 3], NOW)]
+    assert [s.base_offset for s in lg.segments] == [4, 5] and lg.log_start_offset == 4
+    assert ("t", 0) not in lc.manager.in_progress
+    # The retention task leaves compacted logs alone.
+    with lc.retention_logs([lg]) as deletable:
+        assert deletable == []
+
+
+def test_retention_task_pauses_cleaning_of_the_logs_it_deletes_from(tmp_path):
+    """Kafka's pauseCleaningForNonCompactedPartitions: a log the retention task holds is not
+    picked by the cleaner even if it turns compacted meanwhile; it is once the task is done."""
+    lg = make_log(tmp_path, {"cleanup.policy": "delete"})
+    append(lg, [kv(1, b"a"), kv(2, b"a")])
+    lg.roll()
+    append(lg, [kv(1, b"b")])
+    lg.roll()
+    append(lg, [kv(9, b"active")])
+    lc = LogCleaner(tmp_path, lambda: [lg], threads=1)  # threads, not started: the coordinating cleaner
+    with lc.retention_logs([lg]) as deletable:
+        assert deletable == [lg]
+        lg.config = LogConfig(None, dict(BASE_CONFIG))  # switched to compact during the pass
+        assert lc.manager.grab_filthiest_log([lg], NOW) is None
+        assert lc.manager.deletable_logs([lg]) == []
+    ltc = lc.manager.grab_filthiest_log([lg], NOW)
+    assert ltc is not None and ltc.log is lg
+    lc.manager.done_cleaning(lg, None)
+
+
+def test_an_uncleanable_log_failing_retention_does_not_stop_the_others(tmp_path):
+    bad = _expired_compact_delete_log(tmp_path, "bad")
+    good = _expired_compact_delete_log(tmp_path, "good")
+
+    def broken(now_ms: int) -> list[Any]:
+        raise OSError("disk gone")
+
+    bad.delete_old_segments = broken  # type: ignore[method-assign]
+    lc = new_cleaner(tmp_path, [bad, good])
+    assert lc.delete_old_segments(NOW) == 2
+    assert lc.manager.uncleanable == {("bad", 0)}
+    assert [s.base_offset for s in good.segments] == [4, 5]
+    assert not lc.manager.in_progress
+    for s in good.take_retired_segments():
+        s.close()
+
+
+def test_log_manager_retention_task_leaves_compacted_logs_to_the_cleaner(tmp_path):
+    """LogManager.cleanup_logs deletes from non-compacted logs only (Kafka's cleanupLogs); the
+    cleaner thread's pass schedules the compacted log's segments for file.delete.delay.ms."""
+    lm = LogManager(tmp_path / "data", cleaner_config=CleanerConfig(enabled=False))
+    lm.startup()
+    try:
+        base = {"segment.bytes": 1 << 20, "retention.ms": DAY, "file.delete.delay.ms": 0}
+        lm.create_topic("cd", 1, {**base, "cleanup.policy": "compact,delete"})
+        lm.create_topic("d", 1, {**base, "cleanup.policy": "delete"})
+        for name in ("cd", "d"):
+            lg = lm.get_log(name, 0)
+            assert lg is not None
+            append(lg, [kv(1, b"old")], ts=NOW - 5 * DAY)
+            lg.roll()
+            append(lg, [kv(2, b"new")], ts=NOW)
+        assert lm.cleanup_logs(NOW) == 1
+        cd, d = lm.get_log("cd", 0), lm.get_log("d", 0)
+        assert cd is not None and d is not None
+        assert d.log_start_offset == 1 and cd.log_start_offset == 0
+        assert lm.cleaner is not None
+        assert lm.cleaner.delete_old_segments(NOW) == 1
+        assert cd.log_start_offset == 1
+        assert any(p.name.endswith(".deleted") for p in cd.dir.iterdir())
+        assert lm.delete_due_segments(NOW) == 1
+        assert not any(p.name.endswith(".deleted") for p in cd.dir.iterdir())
+    finally:
+        lm.shutdown()
