@@ -4,6 +4,9 @@
     python -m bench.cleaner --mb 16 --codecs none
     python -m bench.cleaner --codec-only         # only the decode/encode figures of a typical batch
     python -m bench.cleaner --profile            # also a cProfile of the cleaning pass (top 25)
+    python -m bench.cleaner --side-by-side 100   # the same cleaning over the wire, kafka-sidecar then
+                                                 # the reference Kafka (KAFKA_HOME): time, RSS growth,
+                                                 # worst ApiVersions latency during the cleaning
     python -m bench.cleaner --broker-mb 200      # a broker (subprocess) cleaning one 200 MB segment:
                                                  # peak RSS growth, worst ApiVersions latency, and
                                                  # (--delete) a DeleteTopics during the cleaning
@@ -225,6 +228,18 @@ def bench_cleaner(codec_name: str, mb: float, keep: bool, profile: bool) -> dict
 # ---- broker mode: RSS and request latency while the broker cleans ------------------------------
 
 
+def _machine() -> str:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model or 'unknown CPU'}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}"
+
+
 def _rss_bytes(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -393,6 +408,165 @@ def _delete_topic(port: int, latencies: list[tuple[float, float]]) -> dict:
         client.bootstrap.close()
 
 
+# --------------------------------------------------------------------------- side by side with Kafka
+
+SIDE_TOPIC = "compacted"
+SIDE_SEGMENT_BYTES = 16 * 1024 * 1024
+SIDE_BROKER_OVERRIDES = {"log.cleaner.backoff.ms": "200", "log.retention.check.interval.ms": "300000"}
+
+
+def _dir_log_bytes(part_dir: Path) -> int:
+    return sum(p.stat().st_size for p in part_dir.glob("*.log"))
+
+
+def _active_base(part_dir: Path) -> int:
+    return max(int(p.name[:20]) for p in part_dir.glob("*.log"))
+
+
+def _cleaner_offset(data_dir: Path) -> int | None:
+    """The partition's offset in cleaner-offset-checkpoint (the same file in both brokers)."""
+    try:
+        lines = (data_dir / "cleaner-offset-checkpoint").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == SIDE_TOPIC and parts[1] == "0":
+            return int(parts[2])
+    return None
+
+
+def _produce_keyed(bootstrap: str, mb: float) -> tuple[int, int]:
+    """``mb`` MB of keyed records (bench's Data, seed 11: each key ~3 times, 2% tombstones) with
+    confluent-kafka into partition 0; the same sequence for both brokers. (records, value bytes)."""
+    from confluent_kafka import Producer
+
+    data = Data(seed=11)
+    key_space = key_space_for(int(mb * MB))
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000, "compression.type": "none",
+                         "enable.idempotence": False, "acks": "1", "queue.buffering.max.kbytes": 262144})
+    n = sent = 0
+    while sent < mb * MB:
+        for r in data.records(RECORDS_PER_BATCH, key_space, tombstones=0.02):
+            while True:
+                try:
+                    producer.produce(SIDE_TOPIC, key=r.key, value=r.value, partition=0)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            sent += len(r.key) + len(r.value or b"")
+            n += 1
+        producer.poll(0)
+    if producer.flush(120) != 0:
+        raise RuntimeError("records left unsent")
+    return n, sent
+
+
+def _alter_topic(admin, configs: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    res = ConfigResource("TOPIC", SIDE_TOPIC, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+    for fut in admin.incremental_alter_configs([res]).values():
+        fut.result(30)
+
+
+def side_by_side_run(name: str, bootstrap: str, port: int, pid: int, data_dir: Path, mb: float, timeout_s: float = 900) -> dict:
+    """One broker: create the topic (compact, 16 MiB segments, cleaning held back by
+    min.compaction.lag.ms), produce, measure the RSS baseline, release the cleaner
+    (min.compaction.lag.ms=0) and time it until cleaner-offset-checkpoint reaches the active
+    segment, sampling RSS every 20 ms and ApiVersions every 10 ms meanwhile."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic(SIDE_TOPIC, 1, 1, config={"cleanup.policy": "compact", "segment.bytes": str(SIDE_SEGMENT_BYTES),
+                                               "min.compaction.lag.ms": str(24 * 3600 * 1000)})
+    admin.create_topics([topic])[SIDE_TOPIC].result(30)
+    t0 = time.monotonic()
+    records, value_bytes = _produce_keyed(bootstrap, mb)
+    produce_s = time.monotonic() - t0
+    part = data_dir / f"{SIDE_TOPIC}-0"
+    time.sleep(2.0)
+    before_bytes = _dir_log_bytes(part)
+    target = _active_base(part)
+    stop = threading.Event()
+    latencies: list[tuple[float, float]] = []
+    probe = threading.Thread(target=_api_versions_probe, args=(port, stop, latencies), daemon=True)
+    probe.start()
+    time.sleep(1.0)
+    baseline = max(_rss_bytes(pid) for _ in range(10) if time.sleep(0.02) is None)
+    started = time.monotonic()
+    _alter_topic(admin, {"min.compaction.lag.ms": "0"})
+    peak = baseline
+    finished = None
+    while time.monotonic() < started + timeout_s:
+        peak = max(peak, _rss_bytes(pid))
+        off = _cleaner_offset(data_dir)
+        if off is not None and off >= target:
+            finished = time.monotonic()
+            break
+        time.sleep(0.02)
+    stop.set()
+    probe.join(10)
+    time.sleep(1.0)
+    during = [lat for t, lat in latencies if started <= t <= (finished or time.monotonic())]
+    before = [lat for t, lat in latencies if t < started]
+    return {
+        "broker": name, "records": records, "produced_value_bytes": value_bytes, "produce_s": produce_s,
+        "log_bytes_before": before_bytes, "log_bytes_after": _dir_log_bytes(part), "cleaned_up_to": target,
+        "clean_s": (finished - started) if finished else None,
+        "clean_mb_s": (before_bytes / MB / (finished - started)) if finished else None,
+        "baseline_rss_mb": baseline / MB, "peak_rss_mb": peak / MB, "rss_growth_mb": (peak - baseline) / MB,
+        "api_versions_during": len(during), "api_versions_max_ms": max(during, default=0) * 1000,
+        "api_versions_p99_ms": (sorted(during)[int(len(during) * 0.99)] * 1000) if during else 0,
+        "api_versions_max_before_ms": max(before, default=0) * 1000,
+    }
+
+
+def bench_side_by_side(mb: float, keep: bool, which: list[str]) -> list[dict]:
+    """The same cleaning scenario over the wire against kafka-sidecar and the reference Kafka
+    (``bench/reference.py``: ``KAFKA_HOME`` or ``make reference``), one after the other, each
+    with default cleaner settings but ``log.cleaner.backoff.ms=200``."""
+    out = []
+    if "ours" in which:
+        work = Path(tempfile.mkdtemp(prefix="bench-cleaner-side-"))
+        port = _free_port()
+        overrides = [a for k, v in SIDE_BROKER_OVERRIDES.items() for a in ("--override", f"{k}={v}")]
+        proc = subprocess.Popen([sys.executable, "-m", "kafka_sidecar.server", "serve", "--data-dir", str(work / "data"),
+                                 "--listen", f"127.0.0.1:{port}", *overrides],
+                                stdout=subprocess.DEVNULL, stderr=open(work / "broker.log", "wb"))
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or proc.poll() is not None:
+                        raise RuntimeError(f"the broker did not start (see {work / 'broker.log'})") from None
+                    time.sleep(0.1)
+            out.append(side_by_side_run("kafka-sidecar", f"127.0.0.1:{port}", port, proc.pid, work / "data", mb))
+        finally:
+            proc.terminate()
+            proc.wait(30)
+            if keep:
+                print(f"[bench] kept {work}", file=sys.stderr)
+            else:
+                shutil.rmtree(work, ignore_errors=True)
+    if "kafka" in which:
+        from bench.reference import ReferenceKafka, kafka_version
+
+        kafka = ReferenceKafka(SIDE_BROKER_OVERRIDES, keep_work_dir=keep).start()
+        try:
+            assert kafka.pid is not None and kafka.port is not None
+            r = side_by_side_run(f"Apache Kafka {kafka_version()}", kafka.bootstrap, kafka.port, kafka.pid, kafka.data_dir, mb)
+            r["heap_opts"] = kafka.heap_opts
+            out.append(r)
+        finally:
+            kafka.stop()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cleaner", description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=float, default=64, help="log size per codec (MB, 10^6 bytes)")
@@ -405,6 +579,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--broker-mb", type=float, default=0, help="only the broker measure: one segment of this many MB")
     parser.add_argument("--broker-codec", default="none", help="codec of the broker measure's batches")
     parser.add_argument("--delete", action="store_true", help="broker measure: DeleteTopics one second into the cleaning")
+    parser.add_argument("--side-by-side", type=float, default=0, metavar="MB",
+                        help="only the over-the-wire cleaning of MB MB against kafka-sidecar and the reference Kafka")
+    parser.add_argument("--brokers", default="ours,kafka", help="--side-by-side: which of ours,kafka to run")
     args = parser.parse_args(argv)
     codecs = [c.strip() for c in args.codecs.split(",") if c.strip()]
     for c in codecs:
@@ -413,6 +590,23 @@ def main(argv: list[str] | None = None) -> int:
 
     results: dict = {"cpus": os.cpu_count(), "loadavg": os.getloadavg()[0], "python": sys.version.split()[0]}
     print(f"load average (1 min) {results['loadavg']:.1f}, {results['cpus']} cpus, Python {results['python']}")
+    if args.side_by_side:
+        results["machine"] = _machine()
+        runs = bench_side_by_side(args.side_by_side, args.keep, [b.strip() for b in args.brokers.split(",")])
+        results["side_by_side"] = runs
+        print(f"\nside by side: {args.side_by_side:g} MB of keyed records (confluent-kafka) into a compacted topic, "
+              f"{SIDE_SEGMENT_BYTES >> 20} MiB segments; {results['machine']}")
+        print(f"{'broker':<20} {'log MB':>7} {'-> MB':>7} {'clean s':>8} {'MB/s':>6} {'RSS base':>9} {'peak':>6} {'growth':>7} "
+              f"{'ApiV worst ms':>14} {'p99 ms':>7}")  # fmt: skip
+        for r in runs:
+            clean = f"{r['clean_s']:.1f}" if r["clean_s"] is not None else "timeout"
+            rate = f"{r['clean_mb_s']:.1f}" if r["clean_mb_s"] is not None else "-"
+            print(f"{r['broker']:<20} {r['log_bytes_before'] / MB:>7.1f} {r['log_bytes_after'] / MB:>7.1f} {clean:>8} {rate:>6} "
+                  f"{r['baseline_rss_mb']:>9.0f} {r['peak_rss_mb']:>6.0f} {r['rss_growth_mb']:>7.0f} "
+                  f"{r['api_versions_max_ms']:>14.1f} {r['api_versions_p99_ms']:>7.1f}")  # fmt: skip
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        return 0
     if args.broker_mb:
         r = bench_broker(args.broker_mb, args.broker_codec, args.delete, args.keep)
         results["broker"] = r
