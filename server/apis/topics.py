@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
@@ -264,10 +266,26 @@ async def handle_delete_topics(broker: Broker, conn: Connection, header: Request
             responses.append({"name": name, "topic_id": info.topic_id, "error_code": errors.TOPIC_DELETION_DISABLED, "error_message": "Topic deletion is disabled."})
             continue
         renamed = lm.delete_topic(name)
-        broker.schedule_blocking(lm.remove_dirs, renamed)
+        _remove_later(broker, renamed)
         broker.group_coordinator.on_topic_deleted(name)
         responses.append({"name": name, "topic_id": info.topic_id, "error_code": errors.NONE, "error_message": None})
     return {"throttle_time": 0, "responses": responses}
+
+
+def _remove_later(broker: Broker, renamed: list[Path]) -> None:
+    """Kafka's kafka-delete-logs: a deleted partition's ``-delete`` dir is removed
+    ``log.segment.delete.delay.ms`` (the broker's file.delete.delay.ms) after the deletion, on
+    the storage thread; one left by a stop before that is removed at the next start."""
+    if not renamed:
+        return
+
+    def remove() -> None:
+        try:
+            broker.schedule_blocking(broker.log_manager.remove_dirs, renamed)
+        except RuntimeError:  # the broker stopped meanwhile: the next start removes them
+            pass
+
+    asyncio.get_running_loop().call_later(broker.config.get("log.segment.delete.delay.ms") / 1000, remove)
 
 
 # ---- CreatePartitions (37) -------------------------------------------------------------------
