@@ -73,7 +73,7 @@ class Broker:
             io_buffer_load_factor=config.get("log.cleaner.io.buffer.load.factor"),
             io_buffer_size=config.get("log.cleaner.io.buffer.size"),
             max_io_bytes_per_second=config.get("log.cleaner.io.max.bytes.per.second"),
-        ))
+        ), recovery_threads=config.get("num.recovery.threads.per.data.dir"))
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="storage")
         self._server: asyncio.base_events.Server | None = None
         self._listener_servers: list[asyncio.base_events.Server] = []
@@ -258,12 +258,12 @@ class Broker:
         progress = Progress("loading logs", total, delay=PROGRESS_DELAY_S, interval=PROGRESS_INTERVAL_S)
         try:
             while True:
-                done = len(self.log_manager.logs)
+                done = self.log_manager.loaded_partitions
                 self.state = f"loading logs: {done}/{total} partitions"
                 progress.update(done)
                 await asyncio.sleep(0.2)
         finally:
-            progress.update(len(self.log_manager.logs))  # the last figure, if progress was shown at all
+            progress.update(self.log_manager.loaded_partitions)  # the last figure, if progress was shown at all
             progress.finish()
 
 

@@ -40,10 +40,25 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False, default=str)
 
 
+class _ProgressAwareHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler that clears a progress bar drawn on the same terminal before a log line
+    and draws it again after, so lines and bar never overwrite each other."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        progress = _state.get("progress")
+        if isinstance(progress, Progress) and progress.stream is self.stream:
+            with progress._lock:
+                progress._clear()
+                super().emit(record)
+                progress._redraw()
+        else:
+            super().emit(record)
+
+
 def setup_logging(level: str = "INFO", fmt: str = "plain", stream: TextIO | None = None) -> None:
     """Configure the root logger once (replacing earlier handlers, so it can be called again)."""
     stream = stream or sys.stderr
-    handler = logging.StreamHandler(stream)
+    handler = _ProgressAwareHandler(stream)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(PLAIN_FORMAT))
     root = logging.getLogger()
     for h in list(root.handlers):
@@ -54,7 +69,7 @@ def setup_logging(level: str = "INFO", fmt: str = "plain", stream: TextIO | None
     _state["stream"] = stream
 
 
-_state: dict[str, object] = {"format": "plain", "stream": None}
+_state: dict[str, object] = {"format": "plain", "stream": None, "progress": None}
 
 
 class Progress:
@@ -81,7 +96,8 @@ class Progress:
         self.done = 0
         self._last = 0.0
         self._drawn = False
-        self._lock = threading.Lock()
+        self._line = ""  # the bar as last drawn (a terminal only)
+        self._lock = threading.RLock()
 
     def describe(self) -> str:
         return f"{self.what}: {self.done}/{self.total} {self.unit}"
@@ -106,13 +122,27 @@ class Progress:
                 width = 30
                 filled = int(width * done / self.total) if self.total else width
                 bar = "#" * filled + "-" * (width - filled)
-                self.stream.write(f"\r{self.what} [{bar}] {done}/{self.total} {self.unit} ({pct:.0f}%){eta_text}   ")
+                self._line = f"{self.what} [{bar}] {done}/{self.total} {self.unit} ({pct:.0f}%){eta_text}   "
+                self.stream.write("\r" + self._line)
                 self.stream.flush()
+                _state["progress"] = self
             else:
                 self.log.info("%s: %d/%d %s (%.0f%%) after %.1f s%s", self.what, done, self.total, self.unit, pct, elapsed, eta_text)
 
+    def _clear(self) -> None:
+        if self.tty and self._line:
+            self.stream.write("\r" + " " * max(100, len(self._line)) + "\r")
+            self.stream.flush()
+
+    def _redraw(self) -> None:
+        if self.tty and self._line:
+            self.stream.write("\r" + self._line)
+            self.stream.flush()
+
     def finish(self) -> None:
-        if self.tty and self._drawn:
-            with self._lock:
-                self.stream.write("\r" + " " * 100 + "\r")
-                self.stream.flush()
+        with self._lock:
+            if _state.get("progress") is self:
+                _state["progress"] = None
+            if self.tty and self._drawn:
+                self._clear()
+            self._line = ""

@@ -113,10 +113,12 @@ class Log:
         # (log end offset, its segment's base, its byte position) after the last append: where a
         # READ_COMMITTED read stops when the LSO is the log end (Kafka keeps this LogOffsetMetadata).
         self._end_position: tuple[int, int, int] | None = None
-        offsets = LogLoader(
+        loader = LogLoader(
             dir, topic, partition, config, self._local, self.producer_state,
             recovery_point=recovery_point, log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
-        ).load()
+        )
+        offsets = loader.load()
+        self.recovered_at_load = loader.recovered_segments  # for the start-up summary
         self.log_end_offset = offsets.log_end_offset
         self.recovery_point = offsets.recovery_point
         self.log_start_offset = offsets.log_start_offset

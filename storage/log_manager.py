@@ -20,9 +20,11 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from . import checkpoint, failpoints
 from .cleaner import LogCleaner
@@ -31,6 +33,7 @@ from .log_config import ConfigError, LogConfig, dynamic_log_defaults, validate_t
 from .log_segment import LogSegment
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -111,9 +114,44 @@ class TopicInfo:
     configs: dict[str, Any] = field(default_factory=dict)
 
 
+def scan_partition_dirs(data_dir: Path) -> list[tuple[tuple[str, int], Path]]:
+    """The partition directories of a data dir, in name order; the ``-delete`` directories an
+    unfinished topic deletion left are removed on the way."""
+    out: list[tuple[tuple[str, int], Path]] = []
+    for entry in sorted(os.listdir(data_dir)):
+        path = data_dir / entry
+        if not path.is_dir() or entry in IGNORED_DIRS:
+            continue
+        if entry.endswith(DELETE_DIR_SUFFIX):
+            log.info("removing %s left by an unfinished topic deletion", entry)
+            shutil.rmtree(path, ignore_errors=True)
+            continue
+        tp = parse_partition_dir(entry)
+        if tp is not None:
+            out.append((tp, path))
+    return out
+
+
+def load_logs(items: list[_T], load: Callable[[_T], Log], threads: int) -> list[Log]:
+    """Kafka's LogManager.loadLogs: the logs of a data dir loaded (and recovered) on a pool of
+    ``num.recovery.threads.per.data.dir`` threads; the results in the order of ``items``."""
+    if threads <= 1 or len(items) <= 1:
+        return [load(item) for item in items]
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
+        return list(pool.map(load, items))
+
+
+def load_summary(logs: list[Log]) -> str:
+    """What the start-up summary line says of the loaded logs (segments, and those recovered)."""
+    return f"{sum(len(lg.segments) for lg in logs)} segments, {sum(lg.recovered_at_load for lg in logs)} recovered"
+
+
 class LogManager:
-    def __init__(self, data_dir: Path, broker_log_defaults: dict[str, Any] | None = None, cleaner_config: CleanerConfig | None = None) -> None:
+    def __init__(self, data_dir: Path, broker_log_defaults: dict[str, Any] | None = None, cleaner_config: CleanerConfig | None = None,
+                 recovery_threads: int = 2) -> None:
         self.data_dir = Path(data_dir)
+        self.recovery_threads = max(1, recovery_threads)  # num.recovery.threads.per.data.dir: loadLogs' pool
+        self.loaded_partitions = 0  # logs loaded so far by startup() (start-up progress)
         self.cleaner_config = cleaner_config or CleanerConfig()
         self.cleaner: LogCleaner | None = None
         self.broker_log_defaults = dict(broker_log_defaults or {})
@@ -157,18 +195,8 @@ class LogManager:
         start_offsets = checkpoint.read_offsets(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         stored = self._read_topics_file()
         started = time.monotonic()
-        for entry in sorted(os.listdir(self.data_dir)):
-            path = self.data_dir / entry
-            if not path.is_dir() or entry in IGNORED_DIRS:
-                continue
-            if entry.endswith(DELETE_DIR_SUFFIX):
-                log.info("removing %s left by an unfinished topic deletion", entry)
-                shutil.rmtree(path, ignore_errors=True)
-                continue
-            tp = parse_partition_dir(entry)
-            if tp is None:
-                continue
-            topic, partition = tp
+        to_load: list[tuple[tuple[str, int], Path, TopicInfo]] = []
+        for (topic, partition), path in scan_partition_dirs(self.data_dir):
             info = self.topics.get(topic)
             if info is None:
                 saved = stored.get(topic, {})
@@ -177,13 +205,21 @@ class LogManager:
                 self.topics[topic] = info
                 self.topics_by_id[topic_id] = info
             info.partitions = max(info.partitions, partition + 1)
-            self.logs[tp] = Log(
-                path, topic, partition, self.log_config(info),
-                recovery_point=recovery_points.get(tp, 0),
-                log_start_offset=start_offsets.get(tp),
-                clean_shutdown=self.had_clean_shutdown,
-            )
+            to_load.append(((topic, partition), path, info))
+
+        def load(item: tuple[tuple[str, int], Path, TopicInfo]) -> Log:
+            (topic, partition), path, info = item
+            lg = Log(path, topic, partition, self.log_config(info), recovery_point=recovery_points.get((topic, partition), 0),
+                     log_start_offset=start_offsets.get((topic, partition)), clean_shutdown=self.had_clean_shutdown)
+            self.loaded_partitions += 1  # for the progress report (racy, made exact below)
+            return lg
+
+        loaded = load_logs(to_load, load, self.recovery_threads)
+        self.loaded_partitions = len(loaded)
+        for (tp, path, info), lg in zip(to_load, loaded, strict=True):
+            self.logs[tp] = lg
             self._check_partition_metadata(path, info.topic_id)
+        load_ms = (time.monotonic() - started) * 1000
         # Partitions whose directory vanished stay declared by the topics file.
         for name, saved in stored.items():
             info = self.topics.get(name)
@@ -200,11 +236,9 @@ class LogManager:
             on_segments_deleted=self._schedule_segment_deletion,
         )
         self.cleaner.start()
-        log.info(
-            "loaded %d partitions of %d topics from %s in %.0f ms (%s)",
-            len(self.logs), len(self.topics), self.data_dir, (time.monotonic() - started) * 1000,
-            "new data dir" if fresh else "clean shutdown" if self.had_clean_shutdown else "unclean shutdown: recovered from recovery points",
-        )
+        log.info("loaded %d partitions of %d topics (%s) from %s in %.0f ms on %d threads (%s)", len(self.logs), len(self.topics),
+                 load_summary(loaded), self.data_dir, load_ms, self.recovery_threads,
+                 "new data dir" if fresh else "clean shutdown" if self.had_clean_shutdown else "unclean shutdown: recovered from recovery points")
         self._write_topics_file()
 
     def _load_meta_properties(self) -> None:
