@@ -29,6 +29,7 @@ from .apis import (
     admin,
     cluster,
     configs,
+    consumer_groups,
     delete_records,
     fetch,
     groups,
@@ -117,6 +118,9 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(16, "ListGroups", 0, 5, groups.handle_list_groups),
         ApiSpec(42, "DeleteGroups", 0, 2, groups.handle_delete_groups, coordinator_write=True),
         ApiSpec(47, "OffsetDelete", 0, 0, groups.handle_offset_delete, coordinator_write=True),
+        # Consumer groups, KIP-848 protocol (server/apis/consumer_groups.py): Kafka 4.3's version ranges.
+        ApiSpec(68, "ConsumerGroupHeartbeat", 0, 1, consumer_groups.handle_consumer_group_heartbeat, coordinator_write=True),
+        ApiSpec(69, "ConsumerGroupDescribe", 0, 1, consumer_groups.handle_consumer_group_describe),
         # Kafka's tools (issue 11): Kafka 4.3's version ranges.
         ApiSpec(35, "DescribeLogDirs", 1, 5, log_dirs.handle_describe_log_dirs),
         ApiSpec(37, "CreatePartitions", 0, 3, topics.handle_create_partitions),

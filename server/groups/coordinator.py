@@ -33,12 +33,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.storage.log_config import validate_topic_configs
 
+from ..apis.re2j import compile_re2j
+from .assignors import ASSIGNORS
+from .consumer_manager import ConsumerGroupConfig, ConsumerGroupManager, HeartbeatRequest
+from .consumer_records import decode_consumer_key
 from .group import ClassicGroup, now_ms
 from .loader import load_offsets_topic
 from .membership import (
@@ -73,9 +79,22 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# Never matched by a regex subscription (Kafka's Topic.isInternal).
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
+
 # The names these helpers had here before the split (tests import them from this module).
 _topic_partition_hash = topic_partition_hash
 _append_error_to_response_error = append_error_to_response_error
+
+
+def _assignor_names(configured: str) -> tuple[str, ...]:
+    """The built-in assignors of ``group.consumer.assignors`` in order (the first is the default)."""
+    names = [a.strip() for a in configured.split(",") if a.strip()]
+    known = tuple(a for a in names if a in ASSIGNORS)
+    if len(known) < len(names):
+        log.warning("group.consumer.assignors: only the built-in assignors %s are available, ignoring %s",
+                    sorted(ASSIGNORS), [a for a in names if a not in ASSIGNORS])
+    return known or ("uniform", "range")
 
 
 class GroupCoordinator:
@@ -99,7 +118,28 @@ class GroupCoordinator:
             self.store, self.writer, cfg.get("offset.metadata.max.bytes"), cfg.get("offsets.retention.minutes") * 60_000,
             self.rebalance.reschedule_heartbeat,
         )
+        self.consumer_manager = ConsumerGroupManager(
+            self.store, self.writer, self.timer,
+            ConsumerGroupConfig(
+                cfg.get("group.consumer.session.timeout.ms"), cfg.get("group.consumer.heartbeat.interval.ms"),
+                cfg.get("group.consumer.max.size"),
+                _assignor_names(str(cfg.get("group.consumer.assignors"))),
+            ),
+            self._topic_lookup, self._regex_topics,
+        )
+        self._regexes: dict[str, re.Pattern[str]] = {}
         self._topic_lock: asyncio.Lock | None = None
+
+    def _regex_topics(self, pattern: str) -> set[str]:
+        """The (non-internal) topics an RE2J regex subscription matches; ValueError if RE2J refuses it."""
+        compiled = self._regexes.get(pattern)
+        if compiled is None:
+            compiled = self._regexes[pattern] = compile_re2j(pattern)
+        return {t for t in self.broker.log_manager.topics if t not in INTERNAL_TOPICS and compiled.fullmatch(t)}
+
+    def _topic_lookup(self, name: str) -> tuple[uuid.UUID, int] | None:
+        info = self.broker.log_manager.topics.get(name)
+        return None if info is None else (info.topic_id, info.partitions)
 
     # The shared state, under the names it had on the coordinator.
 
@@ -134,6 +174,7 @@ class GroupCoordinator:
             started = now_ms()
             count = await self.broker.run_blocking(load_offsets_topic, lm, info, self)
             self.group_manager.on_loaded()
+            self.consumer_manager.on_loaded()
             log.info(
                 "loaded %d groups and %d committed offsets from %d records of %s in %d ms",
                 len(self.groups), sum(len(p) for t in self.offsets.values() for p in t.values()),
@@ -177,6 +218,8 @@ class GroupCoordinator:
             self.offset_manager.replay(key, value, record_offset)
         elif isinstance(key, GroupMetadataKey):
             self.group_manager.replay(key, value)
+        elif (consumer_key := decode_consumer_key(key_bytes)) is not None:
+            self.consumer_manager.replay(consumer_key, value)
 
     def replay_transactional(self, producer_id: int, key_bytes: bytes, value: bytes | None, record_offset: int) -> None:
         key = decode_key(key_bytes)
@@ -204,13 +247,49 @@ class GroupCoordinator:
         return self.group_manager.leave_group(group_id, members)
 
     def list_groups(self, states_filter: Iterable[str], types_filter: Iterable[str]) -> tuple[int, list[Response]]:
-        return self.group_manager.list_groups(states_filter, types_filter)
+        states_filter, types_filter = list(states_filter), list(types_filter)
+        error, rows = self.group_manager.list_groups(states_filter, types_filter)
+        consumer = self.consumer_manager
+        if error or not consumer.groups:
+            return error, rows
+        # A consumer group's offsets live under an empty classic entry: list the consumer group instead.
+        states = {s.strip().lower() for s in states_filter}
+        types = {t.strip().lower() for t in types_filter}
+        rows = [r for r in rows if not consumer.is_consumer_group(r["group_id"])]
+        rows += [r for r in consumer.list_rows()
+                 if (not states or r["group_state"].lower() in states) and (not types or "consumer" in types)]
+        return error, rows
 
     def describe_groups(self, group_ids: list[str], api_version: int, include_authorized_operations: bool) -> list[Response]:
-        return self.group_manager.describe_groups(group_ids, api_version, include_authorized_operations)
+        rows = self.group_manager.describe_groups(group_ids, api_version, include_authorized_operations)
+        for r in rows:
+            if self.consumer_manager.is_consumer_group(r["group_id"]) and r["error_code"] == errors.NONE:
+                # Kafka: DescribeGroups only describes classic groups.
+                r.update(error_code=errors.GROUP_ID_NOT_FOUND, error_message=f"Group {r['group_id']} is not a classic group.",
+                         group_state="Dead", protocol_type="", protocol_data="", members=[])
+        return rows
 
     def delete_groups(self, group_ids: list[str]) -> list[Response]:
-        return self.group_manager.delete_groups(group_ids)
+        refused: dict[str, int] = {}
+        for gid in group_ids:
+            if self.consumer_manager.is_consumer_group(gid):
+                error = self.consumer_manager.delete_group(gid)
+                if error:
+                    refused[gid] = error
+        rows = self.group_manager.delete_groups([g for g in group_ids if g not in refused])
+        return rows + [{"group_id": g, "error_code": e} for g, e in refused.items()]
+
+    # ---- consumer groups, KIP-848 (ConsumerGroupManager) ------------------------------------
+
+    def consumer_group_heartbeat(self, ctx: RequestContext, req: HeartbeatRequest) -> Response:
+        return self.consumer_manager.heartbeat(ctx, req)
+
+    def consumer_group_describe(self, group_ids: list[str]) -> list[Response]:
+        return self.consumer_manager.describe(group_ids, self._topic_name)
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        info = self.broker.log_manager.topics_by_id.get(topic_id)
+        return None if info is None else info.name
 
     # ---- offsets (OffsetMetadataManager) ------------------------------------------------------
 
@@ -219,6 +298,12 @@ class GroupCoordinator:
         topics: CommitTopics, api_version: int,
     ) -> tuple[int, CommitResults]:
         """(group error, [(topic, [(partition, error)])]) for [(topic, [(partition, offset, leader epoch, metadata)])]."""
+        if self.active and self.consumer_manager.is_consumer_group(group_id):
+            # A consumer group checks the member epoch, then commits as for an empty classic group.
+            error = self.consumer_manager.validate_offset_commit(group_id, member_id, instance_id, generation_id, api_version)
+            if error:
+                return error, []
+            return self.offset_manager.commit_offsets(group_id, -1, "", None, retention_ms, topics, api_version)
         return self.offset_manager.commit_offsets(group_id, generation_id, member_id, instance_id, retention_ms, topics, api_version)
 
     def commit_transactional_offsets(

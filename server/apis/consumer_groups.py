@@ -1,0 +1,68 @@
+"""Consumer group APIs of the KIP-848 protocol: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69).
+
+The request side of ``server/groups/consumer_manager.py``: each handler turns the kio request into
+plain values, checks the ACLs Kafka's request handler checks (READ on the group for a heartbeat,
+DESCRIBE on each group described), and asks the coordinator.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.protocol.messages import ms
+
+from ..groups.consumer_group import owned_partitions
+from ..groups.consumer_manager import HeartbeatRequest
+from ..security.acls import AclOperation, ResourceType
+from ..security.authorizer import GROUP_AUTHORIZATION_FAILED
+from .groups import _context
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..connection import Connection
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+async def handle_consumer_group_heartbeat(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    if not broker.authorizer.authorize(conn, header, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "member_id": None,
+                "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
+    coordinator = broker.group_coordinator
+    await coordinator.ensure_offsets_topic()
+    owned = request.topic_partitions
+    req = HeartbeatRequest(
+        group_id=request.group_id,
+        member_id=request.member_id or "",
+        member_epoch=request.member_epoch,
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=ms(request.rebalance_timeout),
+        subscribed_topic_names=tuple(request.subscribed_topic_names) if request.subscribed_topic_names is not None else None,
+        subscribed_topic_regex=request.subscribed_topic_regex,
+        server_assignor=request.server_assignor,
+        owned=owned_partitions(None if owned is None else [(t.topic_id, t.partitions) for t in owned]),
+    )
+    response = dict(coordinator.consumer_group_heartbeat(_context(conn, header), req))
+    response["throttle_time"] = 0
+    return response
+
+
+async def handle_consumer_group_describe(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    az = broker.authorizer
+    wanted = list(request.group_ids)
+    denied = {g for g in wanted if not az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, g)}
+    described = {g["group_id"]: g for g in broker.group_coordinator.consumer_group_describe([g for g in wanted if g not in denied])}
+    groups = []
+    for gid in wanted:
+        if gid in denied:
+            groups.append({"group_id": gid, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_state": "",
+                           "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
+                           "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
+        g = described[gid]
+        if request.include_authorized_operations and g["error_code"] == 0:
+            g["authorized_operations"] = az.authorized_operations(conn, ResourceType.GROUP, gid)
+        groups.append(g)
+    return {"throttle_time": 0, "groups": groups}

@@ -1,0 +1,199 @@
+"""The ``__consumer_offsets`` records of consumer groups (KIP-848), in Kafka 4's formats.
+
+A key starts with its record type as an int16 (Kafka's CoordinatorRecordType), then the key's
+fields, not flexible. A value starts with its version (0) as an int16, then the value's fields
+in the flexible encoding (compact strings and arrays, tagged fields). A null value is a tombstone.
+
+=====  ========================================  ===========================================
+type   key fields                                value (version 0)
+=====  ========================================  ===========================================
+3      ConsumerGroupMetadata: group              epoch int32 (+ tagged metadataHash)
+5      ConsumerGroupMemberMetadata: group,       instanceId, rackId, clientId, clientHost,
+       member                                    subscribedTopicNames, subscribedTopicRegex,
+                                                 rebalanceTimeoutMs, serverAssignor
+6      ConsumerGroupTargetAssignmentMetadata:    assignmentEpoch int32 (+ tagged timestamp)
+       group
+7      ConsumerGroupTargetAssignmentMember:      topicPartitions [topicId uuid, partitions]
+       group, member
+8      ConsumerGroupCurrentMemberAssignment:     memberEpoch, previousMemberEpoch, state int8,
+       group, member                             assignedPartitions, partitionsPendingRevocation
+=====  ========================================  ===========================================
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass
+
+from .consumer_group import ConsumerGroupMember, MemberState, Partitions
+from .records import RecordFormatError, _Reader
+
+CONSUMER_GROUP_METADATA = 3
+CONSUMER_GROUP_PARTITION_METADATA = 4
+CONSUMER_GROUP_MEMBER_METADATA = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+CONSUMER_GROUP_REGULAR_EXPRESSION = 16
+_WITH_MEMBER = (CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+CONSUMER_GROUP_RECORD_TYPES = frozenset({
+    CONSUMER_GROUP_METADATA, CONSUMER_GROUP_PARTITION_METADATA, CONSUMER_GROUP_MEMBER_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, CONSUMER_GROUP_REGULAR_EXPRESSION,
+})
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+@dataclass(frozen=True)
+class ConsumerGroupKey:
+    """A decoded key: its record type, the group, and the member for member records."""
+
+    record_type: int
+    group: str
+    member: str | None = None
+
+
+# ---- keys (not flexible) ---------------------------------------------------------------
+
+
+def _string(s: str) -> bytes:
+    b = s.encode("utf-8")
+    return _I16.pack(len(b)) + b
+
+
+def consumer_key(record_type: int, group: str, member: str | None = None) -> bytes:
+    out = _I16.pack(record_type) + _string(group)
+    if record_type in _WITH_MEMBER:
+        out += _string(member or "")
+    return out
+
+
+def decode_consumer_key(key: bytes) -> ConsumerGroupKey | None:
+    """The key if it is a consumer group record, else None."""
+    r = _Reader(key)
+    record_type = r.i16()
+    if record_type not in CONSUMER_GROUP_RECORD_TYPES:
+        return None
+    group = r.string()
+    member = r.string() if record_type in _WITH_MEMBER else None
+    return ConsumerGroupKey(record_type, group, member)
+
+
+# ---- values (flexible, version 0) ------------------------------------------------------
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _cstring(s: str | None) -> bytes:
+    if s is None:
+        return b"\x00"
+    b = s.encode("utf-8")
+    return _uvarint(len(b) + 1) + b
+
+
+def _topic_partitions(parts: Partitions) -> bytes:
+    out = [_uvarint(len(parts) + 1)]
+    for t in sorted(parts, key=str):
+        ps = sorted(parts[t])
+        out += [t.bytes, _uvarint(len(ps) + 1), b"".join(_I32.pack(p) for p in ps), b"\x00"]
+    return b"".join(out)
+
+
+_VERSION0 = _I16.pack(0)
+
+
+def group_metadata_value(epoch: int) -> bytes:
+    return _VERSION0 + _I32.pack(epoch) + b"\x00"
+
+
+def target_assignment_metadata_value(epoch: int) -> bytes:
+    return _VERSION0 + _I32.pack(epoch) + b"\x00"
+
+
+def target_assignment_member_value(parts: Partitions) -> bytes:
+    return _VERSION0 + _topic_partitions(parts) + b"\x00"
+
+
+def member_metadata_value(m: ConsumerGroupMember) -> bytes:
+    names = _uvarint(len(m.subscribed_topic_names) + 1) + b"".join(_cstring(t) for t in m.subscribed_topic_names)
+    return b"".join([
+        _VERSION0, _cstring(m.instance_id), _cstring(m.rack_id), _cstring(m.client_id), _cstring(m.client_host),
+        names, _cstring(m.subscribed_topic_regex), _I32.pack(m.rebalance_timeout_ms), _cstring(m.server_assignor), b"\x00",
+    ])
+
+
+def current_assignment_value(m: ConsumerGroupMember) -> bytes:
+    return b"".join([
+        _VERSION0, _I32.pack(m.member_epoch), _I32.pack(m.previous_member_epoch), struct.pack(">b", int(m.state)),
+        _topic_partitions(m.assigned), _topic_partitions(m.pending_revocation), b"\x00",
+    ])
+
+
+def _reader(value: bytes) -> _Reader:
+    r = _Reader(value)
+    version = r.i16()
+    if version != 0:
+        raise RecordFormatError(f"unknown consumer group record value version {version}")
+    r.flexible = True
+    return r
+
+
+def _read_topic_partitions(r: _Reader) -> Partitions:
+    out: dict[uuid.UUID, frozenset[int]] = {}
+    for _ in range(r.array_len()):
+        t = uuid.UUID(bytes=r._take(16))
+        out[t] = frozenset(r.i32() for _ in range(r.array_len()))
+        r.tagged_fields()
+    return out
+
+
+def decode_epoch_value(value: bytes) -> int:
+    """ConsumerGroupMetadataValue / ConsumerGroupTargetAssignmentMetadataValue: the epoch."""
+    return _reader(value).i32()
+
+
+def decode_target_assignment_member_value(value: bytes) -> Partitions:
+    return _read_topic_partitions(_reader(value))
+
+
+def decode_member_metadata_value(member: ConsumerGroupMember, value: bytes) -> ConsumerGroupMember:
+    """``member`` with the metadata of the record."""
+    r = _reader(value)
+    instance_id = r.nullable_string()
+    rack_id = r.nullable_string()
+    client_id = r.string()
+    client_host = r.string()
+    names = tuple(r.string() for _ in range(r.array_len()))
+    regex = r.nullable_string()
+    rebalance_timeout = r.i32()
+    assignor = r.nullable_string()
+    return ConsumerGroupMember(
+        member.member_id, instance_id, rack_id, client_id, client_host, names, regex, assignor, rebalance_timeout,
+        member.member_epoch, member.previous_member_epoch, member.state, member.assigned, member.pending_revocation,
+    )
+
+
+def decode_current_assignment_value(member: ConsumerGroupMember, value: bytes) -> ConsumerGroupMember:
+    """``member`` with the current assignment of the record."""
+    r = _reader(value)
+    epoch = r.i32()
+    previous = r.i32()
+    raw_state = struct.unpack(">b", r._take(1))[0]
+    state = MemberState(raw_state) if raw_state in MemberState._value2member_map_ else MemberState.UNKNOWN
+    assigned = _read_topic_partitions(r)
+    pending = _read_topic_partitions(r)
+    return ConsumerGroupMember(
+        member.member_id, member.instance_id, member.rack_id, member.client_id, member.client_host,
+        member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor,
+        member.rebalance_timeout_ms, epoch, previous, state, assigned, pending,
+    )

@@ -1,0 +1,267 @@
+"""KIP-848 consumer groups (``group.protocol=consumer``) over real TCP against an embedded broker.
+
+confluent-kafka consumers split a topic, a third joins and partitions move, one leaves and they
+move back, offsets committed by members are resumed; raw ConsumerGroupHeartbeat requests check
+the member epochs (revoke before assign, FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID), OffsetCommit's
+member-epoch check, session timeouts, partition changes, and that a restart keeps the group.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka_sidecar.testing import EmbeddedBroker
+
+from tests.conformance.wire import Wire
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewPartitions  # noqa: E402
+
+HEARTBEAT, DESCRIBE, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 68, 69, 8, 9, 10
+UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND, INVALID_REQUEST = 25, 69, 42
+FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH = 110, 113
+
+FAST = {
+    "group.consumer.heartbeat.interval.ms": 300, "group.consumer.min.heartbeat.interval.ms": 300,
+    "group.consumer.session.timeout.ms": 6000, "group.consumer.min.session.timeout.ms": 6000,
+}
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(FAST) as b:
+        yield b
+
+
+def _consumer(bootstrap: str, group: str, name: str, topic: str) -> Any:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer", "client.id": name,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    return c
+
+
+def _poll_until(consumers: list[Any], done: Callable[[list[list[int]]], bool], timeout: float = 30.0) -> list[list[int]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        for c in consumers:
+            c.poll(0.05)
+        got = [sorted(tp.partition for tp in c.assignment()) for c in consumers]
+        if done(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
+def _split(n: int, sizes: list[int]) -> Callable[[list[list[int]]], bool]:
+    def check(got: list[list[int]]) -> bool:
+        flat = [p for ps in got for p in ps]
+        return sorted(flat) == list(range(n)) and sorted(len(ps) for ps in got) == sizes
+    return check
+
+
+def test_split_join_leave_commit_and_resume(broker: EmbeddedBroker) -> None:
+    bs = broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bs})
+    with Wire(bs) as w:
+        w.create_topic("kip848-t", partitions=4)
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(40):
+        p.produce("kip848-t", str(i).encode(), partition=i % 4)
+    p.flush(10)
+
+    cs = [_consumer(bs, "kip848-g", "c1", "kip848-t"), _consumer(bs, "kip848-g", "c2", "kip848-t")]
+    assert _split(4, [2, 2])(_poll_until(cs, _split(4, [2, 2])))
+    cs.append(_consumer(bs, "kip848-g", "c3", "kip848-t"))
+    # a third member: partitions move to it only once revoked by their owner
+    assert _split(4, [1, 1, 2])(_poll_until(cs, _split(4, [1, 1, 2])))
+
+    desc = admin.describe_consumer_groups(["kip848-g"])["kip848-g"].result(10)
+    assert desc.state == ConsumerGroupState.STABLE
+    assert len(desc.members) == 3
+    assert sorted(tp.partition for m in desc.members for tp in m.assignment.topic_partitions) == [0, 1, 2, 3]
+    listed = admin.list_consumer_groups().result(10)
+    assert "kip848-g" in {g.group_id for g in listed.valid}
+
+    cs[0].close()
+    cs = cs[1:]
+    assert _split(4, [2, 2])(_poll_until(cs, _split(4, [2, 2])))
+
+    # commit (OffsetCommit with the member epoch) then resume in a new member
+    cs[0].commit(offsets=[TopicPartition("kip848-t", p, 7) for p in range(4)], asynchronous=False)
+    for c in cs:
+        c.close()
+    resumed = _consumer(bs, "kip848-g", "c4", "kip848-t")
+    try:
+        msgs = []
+        deadline = time.monotonic() + 30
+        while len(msgs) < 12 and time.monotonic() < deadline:
+            m = resumed.poll(0.2)
+            if m is not None and m.error() is None:
+                msgs.append((m.partition(), m.offset()))
+        # the new member starts each partition at the offset committed by the others
+        assert sorted(msgs) == [(p, o) for p in range(4) for o in (7, 8, 9)]
+        committed = resumed.committed([TopicPartition("kip848-t", p) for p in range(4)], timeout=10)
+        assert [tp.offset for tp in committed] == [7, 7, 7, 7]
+    finally:
+        resumed.close()
+
+
+class Member:
+    """A consumer-protocol member speaking raw ConsumerGroupHeartbeat v1."""
+
+    def __init__(self, w: Wire, group: str, topics: list[str]) -> None:
+        self.w, self.group, self.topics = w, group, topics
+        self.member_id = str(uuid.uuid4())
+        self.epoch = 0
+        self.owned: dict[uuid.UUID, list[int]] = {}
+
+    def heartbeat(self, full: bool = False, epoch: int | None = None, owned: dict[uuid.UUID, list[int]] | None = None) -> dict[str, Any]:
+        joining = self.epoch == 0 or full
+        body = self.w.call(HEARTBEAT, 1, {
+            "group_id": self.group, "member_id": self.member_id, "member_epoch": self.epoch if epoch is None else epoch,
+            "instance_id": None, "rack_id": None, "rebalance_timeout": 30000 if joining else -1,
+            "subscribed_topic_names": self.topics if joining else None, "subscribed_topic_regex": None, "server_assignor": None,
+            "topic_partitions": [{"topic_id": t, "partitions": ps} for t, ps in (self.owned if owned is None else owned).items()],
+        })
+        if body["error_code"] == 0 and epoch is None:
+            self.epoch = body["member_epoch"]
+            if body["assignment"] is not None:
+                self.owned = {t["topic_id"]: sorted(t["partitions"]) for t in body["assignment"]["topic_partitions"]}
+        return body
+
+    def partitions(self) -> list[int]:
+        return sorted(p for ps in self.owned.values() for p in ps)
+
+
+def _coordinator(w: Wire, group: str) -> None:
+    assert w.call(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"][0]["error_code"] == 0
+
+
+def test_epochs_revoke_before_assign_and_fencing(broker: EmbeddedBroker) -> None:
+    with Wire(broker.bootstrap_servers) as w:
+        w.create_topic("kip848-raw", partitions=4)
+        _coordinator(w, "raw-g")
+        assert w.call(HEARTBEAT, 1, {"group_id": "raw-g", "member_id": "", "member_epoch": 0, "rebalance_timeout": 1000,
+                                     "subscribed_topic_names": ["kip848-raw"], "topic_partitions": []})["error_code"] == INVALID_REQUEST
+        a = Member(w, "raw-g", ["kip848-raw"])
+        first = a.heartbeat()
+        assert first["error_code"] == 0 and first["member_epoch"] == 1 and first["heartbeat_interval"] == 300
+        assert a.partitions() == [0, 1, 2, 3]
+        # a greater epoch, an unknown member
+        assert a.heartbeat(epoch=9)["error_code"] == FENCED_MEMBER_EPOCH
+        stranger = Member(w, "raw-g", ["kip848-raw"])
+        stranger.epoch = 1
+        assert stranger.heartbeat()["error_code"] == UNKNOWN_MEMBER_ID
+
+        b = Member(w, "raw-g", ["kip848-raw"])
+        joined = b.heartbeat()
+        # b gets the group epoch 2 but nothing yet: its partitions are still a's
+        assert joined["member_epoch"] == 2 and b.partitions() == []
+        revoke = a.heartbeat()
+        assert revoke["member_epoch"] == 1 and len(a.partitions()) == 2  # revoke first, same epoch
+        assert b.heartbeat()["member_epoch"] == 2 and b.partitions() == []  # not released yet
+        assert a.heartbeat()["member_epoch"] == 2  # a acknowledged by no longer owning them
+        b.heartbeat()
+        assert sorted(a.partitions() + b.partitions()) == [0, 1, 2, 3] and len(b.partitions()) == 2
+
+        # OffsetCommit v9 checks the member epoch
+        def commit(member: Member, epoch: int) -> int:
+            body = w.call(OFFSET_COMMIT, 9, {"group_id": "raw-g", "generation_id_or_member_epoch": epoch, "member_id": member.member_id,
+                                             "group_instance_id": None, "topics": [{"name": "kip848-raw", "partitions": [
+                                                 {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+            return body["topics"][0]["partitions"][0]["error_code"]
+        assert commit(a, 1) == STALE_MEMBER_EPOCH
+        assert commit(a, 2) == 0
+
+        desc = w.call(DESCRIBE, 1, {"group_ids": ["raw-g", "nope"], "include_authorized_operations": False})["groups"]
+        assert (desc[0]["error_code"], desc[0]["group_state"], desc[0]["group_epoch"], desc[0]["assignment_epoch"]) == (0, "Stable", 2, 2)
+        assert desc[0]["assignor_name"] == "uniform"
+        assert sorted(m["member_epoch"] for m in desc[0]["members"]) == [2, 2]
+        assert desc[0]["members"][0]["member_type"] == 1
+        assert desc[1]["error_code"] == GROUP_ID_NOT_FOUND
+
+        # leaving gives a's partitions back to b at the next epoch
+        left = w.call(HEARTBEAT, 1, {"group_id": "raw-g", "member_id": a.member_id, "member_epoch": -1, "topic_partitions": None})
+        assert (left["error_code"], left["member_epoch"]) == (0, -1)
+        assert b.heartbeat()["member_epoch"] == 3 and b.partitions() == [0, 1, 2, 3]
+
+
+def test_partition_increase_and_session_timeout(broker: EmbeddedBroker) -> None:
+    with Wire(broker.bootstrap_servers) as w:
+        w.create_topic("kip848-grow", partitions=2)
+        _coordinator(w, "grow-g")
+        a, b = Member(w, "grow-g", ["kip848-grow"]), Member(w, "grow-g", ["kip848-grow"])
+        a.heartbeat()
+        b.heartbeat()
+        for _ in range(3):
+            a.heartbeat()
+            b.heartbeat()
+        assert sorted(a.partitions() + b.partitions()) == [0, 1]
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_partitions([NewPartitions("kip848-grow", 4)])["kip848-grow"].result(10)
+        epoch = a.epoch
+        for _ in range(3):
+            a.heartbeat()
+            b.heartbeat()
+        assert a.epoch > epoch and sorted(a.partitions() + b.partitions()) == [0, 1, 2, 3]
+        # b stops heartbeating: after the session timeout a owns everything
+        deadline = time.monotonic() + 15
+        while len(a.partitions()) < 4 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            a.heartbeat()
+        assert a.partitions() == [0, 1, 2, 3]
+        assert b.heartbeat()["error_code"] == UNKNOWN_MEMBER_ID
+
+
+def test_restart_keeps_the_group(tmp_path: Path) -> None:
+    with EmbeddedBroker(FAST, data_dir=tmp_path) as b1, Wire(b1.bootstrap_servers) as w:
+        w.create_topic("kip848-durable", partitions=3)
+        _coordinator(w, "durable-g")
+        a = Member(w, "durable-g", ["kip848-durable"])
+        a.heartbeat()
+        assert a.partitions() == [0, 1, 2]
+        body = w.call(OFFSET_COMMIT, 9, {"group_id": "durable-g", "generation_id_or_member_epoch": a.epoch, "member_id": a.member_id,
+                                         "group_instance_id": None, "topics": [{"name": "kip848-durable", "partitions": [
+                                             {"partition_index": 1, "committed_offset": 42, "committed_leader_epoch": -1, "committed_metadata": "m"}]}]})
+        assert body["topics"][0]["partitions"][0]["error_code"] == 0
+        member_id, epoch = a.member_id, a.epoch
+    with EmbeddedBroker(FAST, data_dir=tmp_path) as b2, Wire(b2.bootstrap_servers) as w:
+        _coordinator(w, "durable-g")
+        desc = w.call(DESCRIBE, 1, {"group_ids": ["durable-g"], "include_authorized_operations": False})["groups"][0]
+        assert desc["error_code"] == 0 and desc["group_epoch"] == epoch
+        (m,) = desc["members"]
+        assert (m["member_id"], m["member_epoch"]) == (member_id, epoch)
+        assert sorted(m["assignment"]["topic_partitions"][0]["partitions"]) == [0, 1, 2]
+        a = Member(w, "durable-g", ["kip848-durable"])
+        a.member_id, a.epoch = member_id, epoch
+        a.owned = {m["assignment"]["topic_partitions"][0]["topic_id"]: [0, 1, 2]}
+        assert a.heartbeat()["error_code"] == 0 and a.epoch == epoch
+        fetched = w.call(OFFSET_FETCH, 9, {"groups": [{"group_id": "durable-g", "member_id": member_id, "member_epoch": epoch,
+                                                       "topics": [{"name": "kip848-durable", "partition_indexes": [1]}]}],
+                                            "require_stable": False})
+        assert fetched["groups"][0]["topics"][0]["partitions"][0]["committed_offset"] == 42
+
+
+def test_regex_subscription_follows_new_topics(broker: EmbeddedBroker) -> None:
+    bs = broker.bootstrap_servers
+    with Wire(bs) as w:
+        w.create_topic("kip848-re-a", partitions=2)
+        w.create_topic("kip848-re-b", partitions=1)
+        w.create_topic("kip848-other", partitions=1)
+        c = _consumer(bs, "regex-g", "r1", "^kip848-re-.*")
+        try:
+            got = _poll_until([c], lambda got: len(got[0]) == 3)
+            assert {tp.topic for tp in c.assignment()} == {"kip848-re-a", "kip848-re-b"} and got == [[0, 0, 1]]
+            w.create_topic("kip848-re-c", partitions=1)
+            _poll_until([c], lambda got: len(got[0]) == 4)
+            assert {tp.topic for tp in c.assignment()} == {"kip848-re-a", "kip848-re-b", "kip848-re-c"}
+        finally:
+            c.close()
+        bad = w.call(HEARTBEAT, 1, {"group_id": "regex-g2", "member_id": "m", "member_epoch": 0, "rebalance_timeout": 1000,
+                                    "subscribed_topic_regex": "(?=x)", "topic_partitions": []})
+        assert bad["error_code"] == 128  # INVALID_REGULAR_EXPRESSION
