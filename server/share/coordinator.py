@@ -1,0 +1,227 @@
+"""ShareCoordinator: share groups (KIP-932) on this broker, in memory.
+
+It plays the parts Kafka splits over the group coordinator (GroupMetadataManager's
+shareGroupHeartbeat: members, epochs, the simple assignor), the SharePartitionManager (share
+sessions, share-partitions per group and topic-partition) and the share coordinator (here the
+share-partition state is not yet written to ``__share_group_state``: it lives as long as the
+process). Handlers are in server/apis/share.py.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from .group import SIMPLE_ASSIGNOR, ShareGroup, ShareGroupMember
+from .partition import AcquiredRecords, SharePartition
+from .session import ShareSessionCache
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+NONE = 0
+INVALID_REQUEST = 42
+UNKNOWN_MEMBER_ID = 25
+GROUP_ID_NOT_FOUND = 69
+FENCED_MEMBER_EPOCH = 110
+JOIN_EPOCH, LEAVE_EPOCH = 0, -1
+# ShareGroupDescribe's authorized_operations when they were not asked for (Integer.MIN_VALUE).
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ShareCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.groups: dict[str, ShareGroup] = {}
+        self.share_partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        self.sessions = ShareSessionCache()
+        # Group configs (Kafka's GroupConfig): share.auto.offset.reset, by group id.
+        self.group_configs: dict[str, dict[str, str]] = {}
+
+    # ---- configs ---------------------------------------------------------------------------
+
+    def _config(self, name: str, default: int) -> int:
+        # group.share.* are not in server/config.py's BROKER_CONFIGS yet: the value given
+        # (originals keeps it, with an "unknown config" warning) is read here, else Kafka's default.
+        value = self.broker.config.get(name)
+        if value is None:
+            value = self.broker.config.originals.get(name)
+        return default if value is None else int(value)
+
+    @property
+    def lock_duration_ms(self) -> int:
+        return self._config("group.share.record.lock.duration.ms", 30000)
+
+    @property
+    def heartbeat_interval_ms(self) -> int:
+        return self._config("group.share.heartbeat.interval.ms", 5000)
+
+    # ---- ShareGroupHeartbeat ---------------------------------------------------------------
+
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+                  subscribed_topic_names: list[str] | None, client_id: str, client_host: str) -> dict[str, Any]:
+        """Kafka's GroupMetadataManager.shareGroupHeartbeat: join (epoch 0), leave (-1) or
+        heartbeat at the member's epoch; the answer carries the assignment when it changed."""
+        def error(code: int, message: str | None = None) -> dict[str, Any]:
+            return {"throttle_time": 0, "error_code": code, "error_message": message, "member_id": None,
+                    "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
+
+        if not group_id:
+            return error(INVALID_REQUEST, "GroupId can't be empty.")
+        if not member_id:
+            return error(INVALID_REQUEST, "MemberId can't be empty.")
+        if member_epoch < LEAVE_EPOCH:
+            return error(INVALID_REQUEST, f"MemberEpoch is {member_epoch}, but must be greater than or equal to -1.")
+        if member_epoch == JOIN_EPOCH and not subscribed_topic_names:
+            return error(INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+        now = _now_ms()
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._expire_members(group, now)
+        if member_epoch == LEAVE_EPOCH:
+            if group is None or member_id not in group.members:
+                return error(UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+            self._remove_member(group, member_id)
+            return {"throttle_time": 0, "error_code": NONE, "member_id": member_id, "member_epoch": LEAVE_EPOCH,
+                    "heartbeat_interval": 0, "assignment": None}
+        if group is None:
+            if member_epoch != JOIN_EPOCH:
+                return error(UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+            group = self.groups[group_id] = ShareGroup(group_id)
+        member = group.members.get(member_id)
+        changed = False
+        if member is None:
+            if member_epoch != JOIN_EPOCH:
+                return error(UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+            member = group.members[member_id] = ShareGroupMember(
+                member_id, 0, client_id, client_host, rack_id, list(subscribed_topic_names or []), now)
+            changed = True
+        elif member_epoch != JOIN_EPOCH and member_epoch != member.member_epoch:
+            return error(FENCED_MEMBER_EPOCH, f"The share group member has a smaller member epoch ({member_epoch}) "
+                         f"than the one known by the group coordinator ({member.member_epoch}). The member must abandon "
+                         "all its partitions and rejoin.")
+        member.last_heartbeat_ms = now
+        if subscribed_topic_names is not None and sorted(subscribed_topic_names) != sorted(member.subscribed_topic_names):
+            member.subscribed_topic_names = list(subscribed_topic_names)
+            changed = True
+        if rack_id is not None:
+            member.rack_id = rack_id
+        metadata = self._subscription_metadata(group)
+        if changed or metadata != group.subscription_metadata:
+            group.compute_assignment(metadata)
+        moved = group.reconcile(member) or member_epoch == JOIN_EPOCH
+        if moved:
+            for topic_id, parts in member.assignment.items():
+                for p in parts:
+                    self.share_partition(group_id, topic_id, p)
+        assignment = None
+        if moved:
+            assignment = {"topic_partitions": [{"topic_id": t, "partitions": ps} for t, ps in member.assignment.items()]}
+        return {"throttle_time": 0, "error_code": NONE, "member_id": member_id, "member_epoch": member.member_epoch,
+                "heartbeat_interval": self.heartbeat_interval_ms, "assignment": assignment}
+
+    def _subscription_metadata(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, int]]:
+        topics = self.broker.log_manager.topics
+        return {t: (topics[t].topic_id, topics[t].partitions) for t in sorted(group.subscribed_topics()) if t in topics}
+
+    def _expire_members(self, group: ShareGroup, now: int) -> None:
+        timeout = self._config("group.share.session.timeout.ms", 45000)
+        for mid in [m.member_id for m in group.members.values() if now - m.last_heartbeat_ms > timeout]:
+            self._remove_member(group, mid)
+
+    def _remove_member(self, group: ShareGroup, member_id: str) -> None:
+        """A member leaves (or its session timed out): its records are released, its share
+        session closed, and the rest of the group gets a new assignment."""
+        del group.members[member_id]
+        self.sessions.remove_member(group.group_id, member_id)
+        for (gid, _, _), sp in self.share_partitions.items():
+            if gid == group.group_id:
+                sp.release_member(member_id)
+        group.compute_assignment(self._subscription_metadata(group))
+
+    # ---- share-partitions ------------------------------------------------------------------
+
+    def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
+        """The share-partition of ``group_id`` for a topic-partition, initialized on first use at
+        the log end (share.auto.offset.reset=latest, the default) or the log start (earliest)."""
+        key = (group_id, topic_id, partition)
+        sp = self.share_partitions.get(key)
+        if sp is not None:
+            return sp
+        info = self.broker.log_manager.topics_by_id.get(topic_id)
+        lg = self.broker.replica_manager.get_log(info.name, partition) if info is not None else None
+        if lg is None:
+            return None
+        reset = self.group_configs.get(group_id, {}).get(SHARE_AUTO_OFFSET_RESET, "latest")
+        start = lg.log_start_offset if reset == "earliest" else lg.high_watermark
+        sp = self.share_partitions[key] = SharePartition(
+            start,
+            lock_duration_ms=self.lock_duration_ms,
+            delivery_count_limit=self._config("group.share.delivery.count.limit", 5),
+            max_in_flight_records=self._config("group.share.partition.max.record.locks", 200),
+        )
+        return sp
+
+    def expire_locks(self, now_ms: int | None = None) -> None:
+        now = _now_ms() if now_ms is None else now_ms
+        for sp in self.share_partitions.values():
+            sp.expire_locks(now)
+
+    def next_lock_deadline(self, group_id: str) -> int | None:
+        deadlines = [d for (g, _, _), sp in self.share_partitions.items() if g == group_id
+                     for d in [sp.next_lock_deadline()] if d is not None]
+        return min(deadlines) if deadlines else None
+
+    def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
+                batches: list[tuple[int, int]], max_records: int, *, record_limit: bool = False) -> list[AcquiredRecords]:
+        sp = self.share_partition(group_id, topic_id, partition)
+        if sp is None:
+            return []
+        return sp.acquire(member_id, batches, max_records, _now_ms(), record_limit=record_limit)
+
+    def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
+                    batches: list[tuple[int, int, list[int]]]) -> int:
+        sp = self.share_partition(group_id, topic_id, partition)
+        if sp is None:
+            return 3  # UNKNOWN_TOPIC_OR_PARTITION
+        now = _now_ms()
+        sp.expire_locks(now)  # a record whose lock ran out is no longer the member's to acknowledge
+        for first, last, types in batches:
+            code = sp.acknowledge(member_id, first, last, types, now)
+            if code:
+                return code
+        return NONE
+
+    def release_session(self, group_id: str, member_id: str) -> None:
+        """The member closed its share session (epoch -1): its acquired records go back."""
+        self.sessions.close(group_id, member_id)
+        for (gid, _, _), sp in self.share_partitions.items():
+            if gid == group_id:
+                sp.release_member(member_id)
+
+    # ---- ShareGroupDescribe ----------------------------------------------------------------
+
+    def describe(self, group_id: str, include_authorized_operations: bool, authorized_operations: int) -> dict[str, Any]:
+        group = self.groups.get(group_id)
+        if group is None:
+            return {"error_code": GROUP_ID_NOT_FOUND, "error_message": f"Group {group_id} not found.", "group_id": group_id,
+                    "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+                    "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+        self._expire_members(group, _now_ms())
+        by_id = self.broker.log_manager.topics_by_id
+        members = []
+        for m in group.members.values():
+            tps = [{"topic_id": t, "topic_name": by_id[t].name, "partitions": ps} for t, ps in m.assignment.items() if t in by_id]
+            members.append({"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                            "client_id": m.client_id, "client_host": m.client_host,
+                            "subscribed_topic_names": sorted(m.subscribed_topic_names), "assignment": {"topic_partitions": tps}})
+        return {"error_code": NONE, "error_message": None, "group_id": group_id, "group_state": group.state,
+                "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+                "assignor_name": SIMPLE_ASSIGNOR, "members": members,
+                "authorized_operations": authorized_operations if include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED}
