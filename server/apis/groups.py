@@ -308,7 +308,7 @@ def _offset_fetch_errors(topics: list[tuple[str, Any, list[int]]], code: int) ->
 
 
 def _fetch_group(broker: Broker, conn: Connection, header: RequestHeader, group_id: str, topics: Any,
-                 require_stable: bool = False) -> dict[str, Any]:
+                 require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1) -> dict[str, Any]:
     """One group of an OffsetFetch, as KafkaApis answers it: DESCRIBE on the group, and on each
     topic (the others are left out of an all-topics answer, or answered TOPIC_AUTHORIZATION_FAILED
     after the rest when named). From v10 topics are named by id: an unknown id is answered
@@ -328,7 +328,7 @@ def _fetch_group(broker: Broker, conn: Connection, header: RequestHeader, group_
         describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _ in wanted])
         denied = [(t, parts) for t, parts in wanted if t not in describable]
         wanted = [(t, parts) for t, parts in wanted if t in describable]
-    error, result = _coordinator(broker).fetch_offsets(group_id, wanted, require_stable)
+    error, result = _coordinator(broker).fetch_offsets(group_id, wanted, require_stable, member_id, member_epoch)
     if az.enabled and wanted is None and not error:
         describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _ in result])
         result = [(t, rows) for t, rows in result if t in describable]
@@ -346,7 +346,9 @@ def _fetch_group(broker: Broker, conn: Connection, header: RequestHeader, group_
 async def handle_offset_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
     version = header.api_version
     if version >= 8:
-        return {"throttle_time": 0, "groups": [_fetch_group(broker, conn, header, g.group_id, g.topics, request.require_stable)
+        # v9+ name the consumer-protocol member (member id and epoch), checked by consumer groups
+        return {"throttle_time": 0, "groups": [_fetch_group(broker, conn, header, g.group_id, g.topics, request.require_stable,
+                                                            getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
                                                 for g in request.groups]}
     group = _fetch_group(broker, conn, header, request.group_id, request.topics, bool(getattr(request, "require_stable", False)))
     error = group["error_code"]

@@ -280,6 +280,7 @@ class ConsumerGroupManager:
         group = self.groups.get(gid)
         member, records = self._member_for(group, req)
         joining = member.member_id not in (group.members if group else {})
+        replacing = bool(records)  # a static member taking its instance id's place and assignment
         updated = replace(
             member,
             instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
@@ -294,7 +295,7 @@ class ConsumerGroupManager:
         if joining or records or not updated.metadata_equals(member):
             records.append((consumer_key(CONSUMER_GROUP_MEMBER_METADATA, gid, updated.member_id), member_metadata_value(updated)))
             # Kafka's hasMemberSubscriptionChanged: a new member, or new topics, regex or assignor.
-            bump = joining or (updated.subscribed_topic_names, updated.subscribed_topic_regex, updated.server_assignor) != (
+            bump = (joining and not replacing) or (updated.subscribed_topic_names, updated.subscribed_topic_regex, updated.server_assignor) != (
                 member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor)
         group_epoch = group.group_epoch if group else 0
         assignment_epoch = group.assignment_epoch if group else 0
@@ -489,6 +490,13 @@ class ConsumerGroupManager:
             "subscribed_topic_regex": m.subscribed_topic_regex, "assignment": assignment(m.assigned),
             "target_assignment": assignment(target), "member_type": 1,
         }
+
+    def validate_offset_fetch(self, gid: str, member_id: str, member_epoch: int) -> int:
+        """Kafka's ConsumerGroup.validateOffsetFetch (for a request naming a member)."""
+        member = self.groups[gid].members.get(member_id)
+        if member is None:
+            return errors.UNKNOWN_MEMBER_ID
+        return STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else errors.NONE
 
     def list_rows(self) -> list[Response]:
         return [{"group_id": g.group_id, "protocol_type": "consumer", "group_state": g.state.value, "group_type": "consumer"}

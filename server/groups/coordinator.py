@@ -234,6 +234,16 @@ class GroupCoordinator:
     # ---- the classic group protocol (GroupMetadataManager) ----------------------------------
 
     def join_group(self, ctx: RequestContext, req: JoinRequest) -> asyncio.Future[Response]:
+        consumer = self.consumer_manager.groups.get(req.group_id) if self.active else None
+        if consumer is not None:
+            if consumer.members:
+                # Classic members cannot join a consumer group with members here (Kafka would
+                # run them inside it, KIP-848's online migration: not implemented).
+                fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+                fut.set_result(join_response(req.member_id, errors.INCONSISTENT_GROUP_PROTOCOL))
+                return fut
+            # An empty consumer group becomes a classic group (Kafka converts empty groups both ways).
+            self.consumer_manager.delete_group(req.group_id)
         return self.group_manager.join_group(ctx, req)
 
     def sync_group(self, ctx: RequestContext, group_id: str, generation_id: int, member_id: str, instance_id: str | None, protocol_type: str | None, protocol_name: str | None, assignments: list[tuple[str, bytes]]) -> asyncio.Future[Response]:
@@ -314,8 +324,15 @@ class GroupCoordinator:
         return self.offset_manager.commit_transactional_offsets(group_id, producer_id, producer_epoch, generation_id, member_id, instance_id, topics)
 
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
-                      require_stable: bool = False) -> tuple[int, list[tuple[str, list[Response]]]]:
-        """(group error, [(topic, [partition rows])]); ``topics`` None = every committed offset."""
+                      require_stable: bool = False, member_id: str | None = None,
+                      member_epoch: int = -1) -> tuple[int, list[tuple[str, list[Response]]]]:
+        """(group error, [(topic, [partition rows])]); ``topics`` None = every committed offset.
+
+        A consumer group checks the member epoch of OffsetFetch v9+ (Kafka's validateOffsetFetch)."""
+        if self.active and self.consumer_manager.is_consumer_group(group_id) and not (member_id is None and member_epoch < 0):
+            error = self.consumer_manager.validate_offset_fetch(group_id, member_id or "", member_epoch)
+            if error:
+                return error, []
         return self.offset_manager.fetch_offsets(group_id, topics, require_stable)
 
     def has_pending_transactional_offsets(self, group_id: str) -> bool:

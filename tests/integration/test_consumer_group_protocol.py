@@ -8,6 +8,9 @@ member-epoch check, session timeouts, partition changes, and that a restart keep
 
 from __future__ import annotations
 
+import os
+import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +21,7 @@ import pytest
 from kafka_sidecar.testing import EmbeddedBroker
 
 from tests.conformance.wire import Wire
+from tests.support import kafka_bin, kafka_tool_missing
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition  # noqa: E402
@@ -265,3 +269,108 @@ def test_regex_subscription_follows_new_topics(broker: EmbeddedBroker) -> None:
         bad = w.call(HEARTBEAT, 1, {"group_id": "regex-g2", "member_id": "m", "member_epoch": 0, "rebalance_timeout": 1000,
                                     "subscribed_topic_regex": "(?=x)", "topic_partitions": []})
         assert bad["error_code"] == 128  # INVALID_REGULAR_EXPRESSION
+
+
+def test_static_member_rejoins_with_its_assignment(broker: EmbeddedBroker) -> None:
+    with Wire(broker.bootstrap_servers) as w:
+        w.create_topic("kip848-static", partitions=2)
+        _coordinator(w, "static-g")
+
+        def join(member_id: str) -> dict[str, Any]:
+            return w.call(HEARTBEAT, 1, {"group_id": "static-g", "member_id": member_id, "member_epoch": 0, "instance_id": "i-1",
+                                         "rebalance_timeout": 30000, "subscribed_topic_names": ["kip848-static"], "topic_partitions": []})
+        first = join("m-1")
+        assert first["error_code"] == 0 and first["member_epoch"] == 1
+        # the instance id is taken while its member has not left
+        assert join("m-2")["error_code"] == 111  # UNRELEASED_INSTANCE_ID
+        left = w.call(HEARTBEAT, 1, {"group_id": "static-g", "member_id": "m-1", "member_epoch": -2, "instance_id": "i-1",
+                                     "topic_partitions": None})
+        assert (left["error_code"], left["member_epoch"]) == (0, -2)
+        back = join("m-2")
+        assert back["error_code"] == 0 and back["member_epoch"] == 1  # no rebalance: same epoch, same partitions
+        assert sorted(back["assignment"]["topic_partitions"][0]["partitions"]) == [0, 1]
+        desc = w.call(DESCRIBE, 1, {"group_ids": ["static-g"], "include_authorized_operations": False})["groups"][0]
+        assert [(m["member_id"], m["instance_id"]) for m in desc["members"]] == [("m-2", "i-1")]
+
+
+def test_topic_deletion_offset_fetch_epoch_and_classic_join(broker: EmbeddedBroker) -> None:
+    with Wire(broker.bootstrap_servers) as w:
+        w.create_topic("kip848-keep", partitions=1)
+        w.create_topic("kip848-gone", partitions=1)
+        _coordinator(w, "del-g")
+        a = Member(w, "del-g", ["kip848-keep", "kip848-gone"])
+        a.heartbeat()
+        assert len(a.owned) == 2
+        assert w.delete_topics(["kip848-gone"]) == {"kip848-gone": 0}
+        epoch = a.epoch
+        a.heartbeat()  # the deleted topic's partition is revoked
+        a.heartbeat()
+        assert a.epoch > epoch and len(a.owned) == 1 and a.partitions() == [0]
+
+        def fetch(member_id: str | None, epoch: int) -> int:
+            body = w.call(OFFSET_FETCH, 9, {"groups": [{"group_id": "del-g", "member_id": member_id, "member_epoch": epoch,
+                                                        "topics": [{"name": "kip848-keep", "partition_indexes": [0]}]}], "require_stable": False})
+            return body["groups"][0]["error_code"]
+        assert fetch(a.member_id, a.epoch) == 0
+        assert fetch(a.member_id, a.epoch - 1) == STALE_MEMBER_EPOCH
+        assert fetch("who", a.epoch) == UNKNOWN_MEMBER_ID
+        assert fetch(None, -1) == 0  # the admin client
+
+        # a classic member cannot join a consumer group that has members
+        join = {"group_id": "del-g", "session_timeout": 10000, "rebalance_timeout": 10000, "member_id": "", "group_instance_id": None,
+                "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}], "reason": None}
+        assert w.call(11, 9, join)["error_code"] == 23  # INCONSISTENT_GROUP_PROTOCOL
+        groups = {g["group_id"]: g for g in w.call(16, 5, {"states_filter": [], "types_filter": []})["groups"]}
+        assert (groups["del-g"]["group_type"], groups["del-g"]["protocol_type"], groups["del-g"]["group_state"]) == ("consumer", "consumer", "Stable")
+        w.call(HEARTBEAT, 1, {"group_id": "del-g", "member_id": a.member_id, "member_epoch": -1, "topic_partitions": None})
+        groups = {g["group_id"]: g for g in w.call(16, 5, {"states_filter": ["empty"], "types_filter": ["consumer"]})["groups"]}
+        assert groups["del-g"]["group_state"] == "Empty"
+        # once empty, the group becomes a classic group for a classic member (Kafka converts empty groups)
+        assert w.call(11, 9, join)["error_code"] == 79  # MEMBER_ID_REQUIRED: the classic protocol's first answer
+        assert w.call(DESCRIBE, 1, {"group_ids": ["del-g"], "include_authorized_operations": False})["groups"][0]["error_code"] == GROUP_ID_NOT_FOUND
+
+
+def test_kafka_consumer_groups_tool_describes_a_consumer_group(broker: EmbeddedBroker) -> None:
+    """Kafka 4.3.1's kafka-consumer-groups.sh: --list --type, --describe, --members --verbose, --state."""
+    missing = kafka_tool_missing("kafka-consumer-groups.sh")
+    if missing:
+        pytest.skip(missing)
+    bs = broker.bootstrap_servers
+    stop = threading.Event()
+    with Wire(bs) as w, Wire(bs) as keepalive:
+        w.create_topic("kip848-tool", partitions=3)
+        _coordinator(w, "tool-g")
+        a = Member(keepalive, "tool-g", ["kip848-tool"])
+        a.heartbeat()
+
+        def beat() -> None:  # the tools take longer than the session timeout to start
+            while not stop.wait(1.0):
+                a.heartbeat()
+        beater = threading.Thread(target=beat, daemon=True)
+        beater.start()
+        try:
+            _describe_with_tool(bs, w, a)
+        finally:
+            stop.set()
+            beater.join()
+
+
+def _describe_with_tool(bs: str, w: Wire, a: Member) -> None:
+    w.call(OFFSET_COMMIT, 9, {"group_id": "tool-g", "generation_id_or_member_epoch": a.epoch, "member_id": a.member_id,
+                              "group_instance_id": None, "topics": [{"name": "kip848-tool", "partitions": [
+                                  {"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+
+    def tool(*args: str) -> list[list[str]]:
+        out = subprocess.run([str(kafka_bin("kafka-consumer-groups.sh")), "--bootstrap-server", bs, *args], capture_output=True,
+                             text=True, timeout=120, env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"})
+        assert out.returncode == 0, out.stderr
+        return [line.split() for line in out.stdout.splitlines() if line.strip()]
+    assert ["tool-g", "Consumer"] in tool("--list", "--type")
+    rows = tool("--describe", "--group", "tool-g")
+    assert [r[:5] for r in rows[1:]] == [["tool-g", "kip848-tool", "0", "0", "0"], ["tool-g", "kip848-tool", "1", "-", "0"],
+                                         ["tool-g", "kip848-tool", "2", "-", "0"]]
+    assert all(r[6] == a.member_id for r in rows[1:])
+    (state,) = tool("--describe", "--group", "tool-g", "--state")[1:]
+    assert state[-3:] == ["uniform", "Stable", "1"]
+    (member,) = tool("--describe", "--group", "tool-g", "--members", "--verbose")[1:]
+    assert member[1] == a.member_id and member[-4:] == [str(a.epoch), "kip848-tool:0,1,2", str(a.epoch), "kip848-tool:0,1,2"]
