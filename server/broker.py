@@ -30,6 +30,7 @@ from .replica_manager import ReplicaManager
 from .security.authorizer import create_authorizer
 from .security.credentials import ScramCredentialStore
 from .security.listener import ListenerSecurity, build_listener_security
+from .share.coordinator import ShareCoordinator
 from .transactions.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,8 @@ class Broker:
         self.group_coordinator = GroupCoordinator(self)
         # Transactions (server/transactions), stored in __transaction_state.
         self.transaction_coordinator = TransactionCoordinator(self)
+        # Share groups (server/share, KIP-932): membership, share sessions and share-partitions, in memory.
+        self.share_coordinator = ShareCoordinator(self)
         # ACL authorizer (server/security/authorizer.py): authorizer.class.name, ACLs in sidecar-acls.json.
         self.authorizer = create_authorizer(config, self.data_dir)
 

@@ -43,6 +43,7 @@ from .apis import (
     quotas,
     sasl,
     scram,
+    share,
     topics,
     transactions,
 )
@@ -67,6 +68,13 @@ class ApiSpec:
     coordinator_write: bool = False
 
 
+# Features reported from ApiVersions v3: only share.version (KIP-932, finalized at 1 by default
+# as in Kafka 4.2+); other features stay unreported so clients keep their present protocols.
+SUPPORTED_FEATURES = [{"name": "share.version", "min_version": 0, "max_version": 1}]
+FINALIZED_FEATURES = [{"name": "share.version", "min_version_level": 1, "max_version_level": 1}]
+FINALIZED_FEATURES_EPOCH = 1
+
+
 async def _api_versions(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
     return {
         "error_code": errors.NONE,
@@ -75,6 +83,9 @@ async def _api_versions(broker: Broker, conn: Connection, header: RequestHeader,
             for s in sorted(SUPPORTED_APIS.values(), key=lambda s: s.key)
         ],
         "throttle_time": 0,
+        "supported_features": SUPPORTED_FEATURES,
+        "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+        "finalized_features": FINALIZED_FEATURES,
     }
 
 
@@ -142,6 +153,11 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(29, "DescribeAcls", 1, 3, acls.handle_describe_acls),
         ApiSpec(30, "CreateAcls", 1, 3, acls.handle_create_acls),
         ApiSpec(31, "DeleteAcls", 1, 3, acls.handle_delete_acls),
+        # Share groups, KIP-932 (server/apis/share.py, server/share): Kafka 4.3's version ranges.
+        ApiSpec(76, "ShareGroupHeartbeat", 1, 1, share.handle_share_group_heartbeat),
+        ApiSpec(77, "ShareGroupDescribe", 1, 1, share.handle_share_group_describe),
+        ApiSpec(78, "ShareFetch", 1, 2, share.handle_share_fetch),
+        ApiSpec(79, "ShareAcknowledge", 1, 2, share.handle_share_acknowledge),
     ]
 }
 

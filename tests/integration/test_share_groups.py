@@ -1,0 +1,180 @@
+"""Share groups (KIP-932) over TCP against an embedded broker: Kafka 4.3.1's own
+kafka-console-share-consumer.sh, and raw ShareGroupHeartbeat/ShareFetch/ShareAcknowledge
+requests for release, redelivery and the share session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka_sidecar.testing import EmbeddedBroker
+
+from bench.reference import find_java, find_kafka_home
+from tests.conformance.wire import Wire, batch
+
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_NOT_FOUND, INVALID_RECORD_STATE = 123, 122, 121
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker({"group.share.record.lock.duration.ms": 1000}) as b:
+        yield b
+
+
+@pytest.fixture
+def wire(broker: EmbeddedBroker) -> Iterator[Wire]:
+    with Wire(broker.bootstrap_servers) as w:
+        yield w
+
+
+def _topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _produce(w: Wire, topic: str, values: list[bytes], per_batch: int = 100) -> None:
+    for i in range(0, len(values), per_batch):
+        assert w.produce(topic, batch(values[i:i + per_batch]))["error"] == 0
+
+
+def _describe(w: Wire, group: str) -> dict[str, Any]:
+    return w.call(77, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+
+
+def _join(w: Wire, group: str, member: str, topics: list[str]) -> dict[str, Any]:
+    return w.call(76, 1, {"group_id": group, "member_id": member, "member_epoch": 0, "rack_id": None,
+                          "subscribed_topic_names": topics})
+
+
+def _share_fetch(w: Wire, group: str, member: str, epoch: int, topic_id: uuid.UUID | None,
+                 acks: list[dict[str, Any]] | None = None, max_records: int = 500, max_wait: int = 0) -> dict[str, Any]:
+    topics = [] if topic_id is None else [{"topic_id": topic_id, "partitions": [
+        {"partition_index": 0, "acknowledgement_batches": acks or []}]}]
+    return w.call(78, 2, {"group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait": max_wait,
+                          "min_bytes": 1, "max_bytes": 1 << 20, "max_records": max_records, "batch_size": max_records,
+                          "topics": topics, "forgotten_topics_data": []})
+
+
+def _acquired(body: dict[str, Any]) -> list[tuple[int, int, int]]:
+    return [(a["first_offset"], a["last_offset"], a["delivery_count"])
+            for t in body["responses"] for p in t["partitions"] for a in p["acquired_records"]]
+
+
+def test_api_versions_reports_share_version(wire: Wire) -> None:
+    body = wire.call(18, 4, {"client_software_name": "t", "client_software_version": "1"})
+    assert [(f["name"], f["min_version_level"], f["max_version_level"]) for f in body["finalized_features"]] == [("share.version", 1, 1)]
+    assert {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}[78] == (1, 2)
+
+
+def test_heartbeat_assigns_and_shares_partitions(wire: Wire) -> None:
+    topic, group = _topic("hb"), _topic("g")
+    wire.create_topic(topic, partitions=1)
+    a, b = _join(wire, group, "member-a", [topic]), _join(wire, group, "member-b", [topic])
+    assert a["error_code"] == 0 and b["error_code"] == 0 and b["member_epoch"] == 2
+    # With more members than partitions the one partition is shared: both members get it.
+    again = wire.call(76, 1, {"group_id": group, "member_id": "member-a", "member_epoch": a["member_epoch"],
+                              "rack_id": None, "subscribed_topic_names": None})
+    assert again["member_epoch"] == 2 and [tp["partitions"] for tp in again["assignment"]["topic_partitions"]] == [[0]]
+    stale = wire.call(76, 1, {"group_id": group, "member_id": "member-a", "member_epoch": 1,
+                              "rack_id": None, "subscribed_topic_names": None})
+    assert stale["error_code"] == 110  # FENCED_MEMBER_EPOCH
+    described = _describe(wire, group)
+    assert (described["group_state"], described["assignor_name"], sorted(m["member_id"] for m in described["members"])) == \
+        ("Stable", "simple", ["member-a", "member-b"])
+    left = wire.call(76, 1, {"group_id": group, "member_id": "member-b", "member_epoch": -1,
+                             "rack_id": None, "subscribed_topic_names": None})
+    assert left["member_epoch"] == -1 and [m["member_id"] for m in _describe(wire, group)["members"]] == ["member-a"]
+    assert _describe(wire, _topic("nogroup"))["error_code"] == 69
+
+
+def test_release_redelivery_and_sessions(wire: Wire) -> None:
+    topic, group = _topic("rel"), _topic("g")
+    wire.create_topic(topic)
+    topic_id = wire.metadata([topic])["topics"][0]["topic_id"]
+    assert _join(wire, group, "m1", [topic])["error_code"] == 0
+    assert _join(wire, group, "m2", [topic])["error_code"] == 0
+    _produce(wire, topic, [b"v%d" % i for i in range(10)], per_batch=5)
+    first = _share_fetch(wire, group, "m1", 0, topic_id, max_records=3)
+    assert first["error_code"] == 0 and first["acquisition_lock_timeout"] == 1000
+    assert _acquired(first) == [(0, 4, 1)]  # max_records is aligned to the batch (batch_optimized)
+    # m2 gets what m1 does not hold.
+    assert _acquired(_share_fetch(wire, group, "m2", 0, topic_id)) == [(5, 9, 1)]
+    # m1: accept 0-1, release 2-4 (piggy-backed), in the same request the released ones come back.
+    acks = [{"first_offset": 0, "last_offset": 1, "acknowledge_types": [ACCEPT]},
+            {"first_offset": 2, "last_offset": 4, "acknowledge_types": [RELEASE]}]
+    again = _share_fetch(wire, group, "m1", 1, topic_id, acks)
+    assert again["responses"][0]["partitions"][0]["acknowledge_error_code"] == 0
+    assert _acquired(again) == [(2, 4, 2)]
+    # A wrong session epoch, a missing session, acknowledging records another member holds.
+    assert _share_fetch(wire, group, "m1", 7, topic_id)["error_code"] == INVALID_SHARE_SESSION_EPOCH
+    assert _share_fetch(wire, group, "m3", 1, topic_id)["error_code"] == SHARE_SESSION_NOT_FOUND
+    steal = wire.call(79, 2, {"group_id": group, "member_id": "m1", "share_session_epoch": 2, "topics": [
+        {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+            {"first_offset": 5, "last_offset": 9, "acknowledge_types": [ACCEPT]}]}]}]})
+    assert steal["responses"][0]["partitions"][0]["error_code"] == INVALID_RECORD_STATE
+    ok = wire.call(79, 2, {"group_id": group, "member_id": "m1", "share_session_epoch": 3, "topics": [
+        {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+            {"first_offset": 2, "last_offset": 4, "acknowledge_types": [REJECT]}]}]}]})
+    assert ok["responses"][0]["partitions"][0]["error_code"] == 0
+    # m2 lets its lock expire (1 s): the records come back to m1 with delivery count 2.
+    time.sleep(1.2)
+    assert _acquired(_share_fetch(wire, group, "m1", 4, topic_id)) == [(5, 9, 2)]
+    # ShareAcknowledge with the final epoch accepts and closes the session.
+    done = wire.call(79, 2, {"group_id": group, "member_id": "m1", "share_session_epoch": -1, "topics": [
+        {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+            {"first_offset": 5, "last_offset": 9, "acknowledge_types": [ACCEPT]}]}]}]})
+    assert done["responses"][0]["partitions"][0]["error_code"] == 0
+    assert _share_fetch(wire, group, "m1", 5, topic_id)["error_code"] == SHARE_SESSION_NOT_FOUND
+    _produce(wire, topic, [b"late"])
+    assert _acquired(_share_fetch(wire, group, "m1", 0, topic_id)) == [(10, 10, 1)]
+
+
+JAVA = find_java() is not None and find_kafka_home() is not None
+
+
+def _share_consumer(home: Path, bootstrap: str, topic: str, group: str, tmp: Path, *extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m", "LOG_DIR": str(tmp)}
+    return subprocess.Popen([str(home / "bin" / "kafka-console-share-consumer.sh"), "--bootstrap-server", bootstrap,
+                             "--topic", topic, "--group", group, "--timeout-ms", "10000", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _wait_members(w: Wire, group: str, n: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        g = _describe(w, group)
+        if g["error_code"] == 0 and len(g["members"]) == n and all(m["assignment"]["topic_partitions"] for m in g["members"]):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{n} members never joined {group}: {g}")
+
+
+@pytest.mark.skipif(not JAVA, reason="needs Java and Kafka 4.3.1 (KAFKA_HOME or make reference)")
+def test_two_java_share_consumers_each_record_once(broker: EmbeddedBroker, wire: Wire, tmp_path: Path) -> None:
+    """The issue's scenario: two kafka-console-share-consumer.sh on a one-partition topic together
+    receive every one of 2,000 records exactly once."""
+    home = find_kafka_home()
+    assert home is not None
+    topic, group = _topic("java-share"), _topic("jg")
+    wire.create_topic(topic)
+    procs = [_share_consumer(home, broker.bootstrap_servers, topic, group, tmp_path) for _ in range(2)]
+    try:
+        _wait_members(wire, group, 2)
+        values = [b"r%d" % i for i in range(2000)]
+        _produce(wire, topic, values)
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    got = [line for out, _ in outs for line in out.splitlines() if line.startswith("r")]
+    dupes = [v for v, c in Counter(got).items() if c > 1]
+    assert dupes == [] and sorted(got) == sorted(v.decode() for v in values), (len(got), outs[0][1][-2000:])
