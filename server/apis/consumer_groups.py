@@ -53,16 +53,12 @@ async def handle_consumer_group_describe(broker: Broker, conn: Connection, heade
     az = broker.authorizer
     wanted = list(request.group_ids)
     denied = {g for g in wanted if not az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, g)}
-    described = {g["group_id"]: g for g in broker.group_coordinator.consumer_group_describe([g for g in wanted if g not in denied])}
-    groups = []
-    for gid in wanted:
-        if gid in denied:
-            groups.append({"group_id": gid, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_state": "",
-                           "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
-                           "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
-            continue
-        g = described[gid]
+    # the coordinator answers in its own order (by __consumer_offsets partition), as Kafka's
+    groups = broker.group_coordinator.consumer_group_describe([g for g in wanted if g not in denied])
+    for g in groups:
         if request.include_authorized_operations and g["error_code"] == 0:
-            g["authorized_operations"] = az.authorized_operations(conn, ResourceType.GROUP, gid)
-        groups.append(g)
+            g["authorized_operations"] = az.authorized_operations(conn, ResourceType.GROUP, g["group_id"])
+    groups += [{"group_id": gid, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_state": "",
+                "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
+                "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for gid in wanted if gid in denied]
     return {"throttle_time": 0, "groups": groups}

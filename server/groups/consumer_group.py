@@ -63,6 +63,12 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    # (topic id, partition) -> the epoch it was assigned at (KIP-1251): a commit with an older
+    # member epoch is accepted for the partitions the member already had at that epoch.
+    assignment_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict, compare=False)
+
+    def assignment_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
+        return self.assignment_epochs.get((topic_id, partition), max(self.member_epoch, 0))
 
     def metadata_equals(self, other: ConsumerGroupMember) -> bool:
         """Same ConsumerGroupMemberMetadataValue (no record needed)."""
@@ -218,10 +224,12 @@ def _next_assignment(
             revoking[t] = revoke
         if free:
             pending[t] = free
+    epochs = {(t, p): member.assignment_epoch(t, p) for t, ps in assigned.items() for p in ps}
     if revoking and _owns_any(owned, revoking):
         return member.with_epoch(member_epoch, state=MemberState.UNREVOKED_PARTITIONS, assigned=assigned,
-                                 pending_revocation=revoking)
+                                 pending_revocation=revoking, assignment_epochs=epochs)
     for t, ps in pending.items():
         assigned[t] = assigned.get(t, frozenset()) | ps
+        epochs.update(((t, p), target_epoch) for p in ps)
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-    return member.with_epoch(target_epoch, state=state, assigned=assigned, pending_revocation={})
+    return member.with_epoch(target_epoch, state=state, assigned=assigned, pending_revocation={}, assignment_epochs=epochs)

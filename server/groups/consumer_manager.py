@@ -150,7 +150,7 @@ class ConsumerGroupManager:
             if value is None:
                 if old is not None:
                     group.update_member(replace(old, member_epoch=0, previous_member_epoch=0, state=MemberState.STABLE,
-                                                assigned={}, pending_revocation={}))
+                                                assigned={}, pending_revocation={}, assignment_epochs={}))
             else:
                 group.update_member(decode_current_assignment_value(old or ConsumerGroupMember(key.member), value))
 
@@ -443,21 +443,31 @@ class ConsumerGroupManager:
     # ---- OffsetCommit / describe / list / delete -----------------------------------------------
 
     def validate_offset_commit(self, gid: str, member_id: str, instance_id: str | None, member_epoch: int, api_version: int,
-                               transactional: bool = False) -> int:
-        """Kafka's ConsumerGroup.validateOffsetCommit."""
+                               partitions: list[tuple[str, int]], transactional: bool = False) -> tuple[int, set[tuple[str, int]]]:
+        """Kafka 4.3's ConsumerGroup.validateOffsetCommit: (group error, partitions refused with
+        STALE_MEMBER_EPOCH). An older member epoch may commit the partitions the member already
+        had at that epoch (KIP-1251's assignment epochs); a newer one is stale."""
         group = self.groups[gid]
         if member_epoch < 0 and not group.members:
-            return errors.NONE
+            return errors.NONE, set()
         if transactional and member_epoch == -1 and not member_id and instance_id is None:
-            return errors.NONE
+            return errors.NONE, set()
         member = group.members.get(member_id)
         if member is None:
-            return errors.UNKNOWN_MEMBER_ID
+            return errors.UNKNOWN_MEMBER_ID, set()
         if not transactional and api_version < 9:
-            return errors.UNSUPPORTED_VERSION
-        if member_epoch != member.member_epoch:
-            return STALE_MEMBER_EPOCH
-        return errors.NONE
+            return errors.UNSUPPORTED_VERSION, set()
+        if member_epoch == member.member_epoch:
+            return errors.NONE, set()
+        if member_epoch > member.member_epoch:
+            return STALE_MEMBER_EPOCH, set()
+        stale = set()
+        for topic, partition in partitions:
+            found = self.topic_lookup(topic)
+            tid = found[0] if found else None
+            if tid is None or partition not in member.assigned.get(tid, frozenset()) or member.assignment_epoch(tid, partition) > member_epoch:
+                stale.add((topic, partition))
+        return errors.NONE, stale
 
     def describe(self, group_ids: list[str], topic_name: Callable[[uuid.UUID], str | None]) -> list[Response]:
         """ConsumerGroupDescribe's groups (Kafka's ConsumerGroup.asDescribedGroup)."""

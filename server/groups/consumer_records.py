@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .consumer_group import ConsumerGroupMember, MemberState, Partitions
@@ -101,11 +102,17 @@ def _cstring(s: str | None) -> bytes:
     return _uvarint(len(b) + 1) + b
 
 
-def _topic_partitions(parts: Partitions) -> bytes:
+def _topic_partitions(parts: Partitions, epochs: Callable[[uuid.UUID, int], int] | None = None) -> bytes:
+    """[]TopicPartitions; with ``epochs``, each topic's tagged AssignmentEpochs (tag 0, KIP-1251)."""
     out = [_uvarint(len(parts) + 1)]
     for t in sorted(parts, key=str):
         ps = sorted(parts[t])
-        out += [t.bytes, _uvarint(len(ps) + 1), b"".join(_I32.pack(p) for p in ps), b"\x00"]
+        out += [t.bytes, _uvarint(len(ps) + 1), b"".join(_I32.pack(p) for p in ps)]
+        if epochs is None:
+            out.append(b"\x00")
+        else:
+            tagged = _uvarint(len(ps) + 1) + b"".join(_I32.pack(epochs(t, p)) for p in ps)
+            out += [b"\x01", b"\x00", _uvarint(len(tagged)), tagged]
     return b"".join(out)
 
 
@@ -135,7 +142,7 @@ def member_metadata_value(m: ConsumerGroupMember) -> bytes:
 def current_assignment_value(m: ConsumerGroupMember) -> bytes:
     return b"".join([
         _VERSION0, _I32.pack(m.member_epoch), _I32.pack(m.previous_member_epoch), struct.pack(">b", int(m.state)),
-        _topic_partitions(m.assigned), _topic_partitions(m.pending_revocation), b"\x00",
+        _topic_partitions(m.assigned, m.assignment_epoch), _topic_partitions(m.pending_revocation), b"\x00",
     ])
 
 
@@ -148,12 +155,21 @@ def _reader(value: bytes) -> _Reader:
     return r
 
 
-def _read_topic_partitions(r: _Reader) -> Partitions:
+def _read_topic_partitions(r: _Reader, epochs: dict[tuple[uuid.UUID, int], int] | None = None) -> Partitions:
+    """[]TopicPartitions; each topic's AssignmentEpochs (tagged, tag 0) go into ``epochs``."""
     out: dict[uuid.UUID, frozenset[int]] = {}
     for _ in range(r.array_len()):
         t = uuid.UUID(bytes=r._take(16))
-        out[t] = frozenset(r.i32() for _ in range(r.array_len()))
-        r.tagged_fields()
+        ps = [r.i32() for _ in range(r.array_len())]
+        out[t] = frozenset(ps)
+        for _ in range(r.uvarint()):
+            tag, size = r.uvarint(), r.uvarint()
+            end = r.pos + size
+            if tag == 0 and epochs is not None:
+                n = r.uvarint() - 1
+                for p, e in zip(ps, [r.i32() for _ in range(max(n, 0))], strict=False):
+                    epochs[(t, p)] = e
+            r.pos = end
     return out
 
 
@@ -180,6 +196,7 @@ def decode_member_metadata_value(member: ConsumerGroupMember, value: bytes) -> C
     return ConsumerGroupMember(
         member.member_id, instance_id, rack_id, client_id, client_host, names, regex, assignor, rebalance_timeout,
         member.member_epoch, member.previous_member_epoch, member.state, member.assigned, member.pending_revocation,
+        member.assignment_epochs,
     )
 
 
@@ -190,10 +207,11 @@ def decode_current_assignment_value(member: ConsumerGroupMember, value: bytes) -
     previous = r.i32()
     raw_state = struct.unpack(">b", r._take(1))[0]
     state = MemberState(raw_state) if raw_state in MemberState._value2member_map_ else MemberState.UNKNOWN
-    assigned = _read_topic_partitions(r)
+    epochs: dict[tuple[uuid.UUID, int], int] = {}
+    assigned = _read_topic_partitions(r, epochs)
     pending = _read_topic_partitions(r)
     return ConsumerGroupMember(
         member.member_id, member.instance_id, member.rack_id, member.client_id, member.client_host,
         member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor,
-        member.rebalance_timeout_ms, epoch, previous, state, assigned, pending,
+        member.rebalance_timeout_ms, epoch, previous, state, assigned, pending, epochs,
     )

@@ -43,7 +43,12 @@ from kafka_sidecar.storage.log_config import validate_topic_configs
 
 from ..apis.re2j import compile_re2j
 from .assignors import ASSIGNORS
-from .consumer_manager import ConsumerGroupConfig, ConsumerGroupManager, HeartbeatRequest
+from .consumer_manager import (
+    STALE_MEMBER_EPOCH,
+    ConsumerGroupConfig,
+    ConsumerGroupManager,
+    HeartbeatRequest,
+)
 from .consumer_records import decode_consumer_key
 from .group import ClassicGroup, now_ms
 from .loader import load_offsets_topic
@@ -295,7 +300,7 @@ class GroupCoordinator:
         return self.consumer_manager.heartbeat(ctx, req)
 
     def consumer_group_describe(self, group_ids: list[str]) -> list[Response]:
-        return self.consumer_manager.describe(group_ids, self._topic_name)
+        return self.consumer_manager.describe(self.store.by_coordinator_partition(group_ids), self._topic_name)
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
         info = self.broker.log_manager.topics_by_id.get(topic_id)
@@ -310,10 +315,18 @@ class GroupCoordinator:
         """(group error, [(topic, [(partition, error)])]) for [(topic, [(partition, offset, leader epoch, metadata)])]."""
         if self.active and self.consumer_manager.is_consumer_group(group_id):
             # A consumer group checks the member epoch, then commits as for an empty classic group.
-            error = self.consumer_manager.validate_offset_commit(group_id, member_id, instance_id, generation_id, api_version)
+            error, stale = self.consumer_manager.validate_offset_commit(
+                group_id, member_id, instance_id, generation_id, api_version, [(t, p[0]) for t, parts in topics for p in parts])
             if error:
                 return error, []
-            return self.offset_manager.commit_offsets(group_id, -1, "", None, retention_ms, topics, api_version)
+            allowed = [(t, kept) for t, parts in topics if (kept := [p for p in parts if (t, p[0]) not in stale])]
+            results: CommitResults = []
+            if allowed:
+                error, results = self.offset_manager.commit_offsets(group_id, -1, "", None, retention_ms, allowed, api_version)
+                if error:
+                    return error, []
+            done = {(t, p): code for t, rows in results for p, code in rows}
+            return errors.NONE, [(t, [(p[0], done.get((t, p[0]), STALE_MEMBER_EPOCH)) for p in parts]) for t, parts in topics]
         return self.offset_manager.commit_offsets(group_id, generation_id, member_id, instance_id, retention_ms, topics, api_version)
 
     def commit_transactional_offsets(

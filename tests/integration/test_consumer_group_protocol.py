@@ -173,14 +173,18 @@ def test_epochs_revoke_before_assign_and_fencing(broker: EmbeddedBroker) -> None
         b.heartbeat()
         assert sorted(a.partitions() + b.partitions()) == [0, 1, 2, 3] and len(b.partitions()) == 2
 
-        # OffsetCommit v9 checks the member epoch
-        def commit(member: Member, epoch: int) -> int:
+        # OffsetCommit v9 checks the member epoch; an older epoch may commit the partitions the
+        # member already had then (Kafka 4.3's KIP-1251 assignment epochs)
+        def commit(member: Member, epoch: int, partition: int) -> int:
             body = w.call(OFFSET_COMMIT, 9, {"group_id": "raw-g", "generation_id_or_member_epoch": epoch, "member_id": member.member_id,
                                              "group_instance_id": None, "topics": [{"name": "kip848-raw", "partitions": [
-                                                 {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+                                                 {"partition_index": partition, "committed_offset": 5, "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
             return body["topics"][0]["partitions"][0]["error_code"]
-        assert commit(a, 1) == STALE_MEMBER_EPOCH
-        assert commit(a, 2) == 0
+        mine, theirs = a.partitions()[0], b.partitions()[0]
+        assert commit(a, 1, mine) == 0
+        assert commit(a, 1, theirs) == STALE_MEMBER_EPOCH
+        assert commit(a, 3, mine) == STALE_MEMBER_EPOCH
+        assert commit(a, 2, mine) == 0
 
         desc = w.call(DESCRIBE, 1, {"group_ids": ["raw-g", "nope"], "include_authorized_operations": False})["groups"]
         assert (desc[0]["error_code"], desc[0]["group_state"], desc[0]["group_epoch"], desc[0]["assignment_epoch"]) == (0, "Stable", 2, 2)

@@ -83,6 +83,7 @@ def test_reconcile_revokes_before_assigning() -> None:
     # revoked: the member moves to the target epoch
     done = reconcile(step, 2, {T1: frozenset({0, 1})}, {T1}, {T1: frozenset({0, 1})}, lambda t, p: 1)
     assert (done.state, done.member_epoch, done.previous_member_epoch, done.assigned) == (MemberState.STABLE, 2, 1, {T1: frozenset({0, 1})})
+    assert done.assignment_epoch(T1, 0) == 1  # kept partitions keep the epoch they were assigned at
 
 
 def test_reconcile_waits_for_partitions_still_owned_by_another_member() -> None:
@@ -93,6 +94,7 @@ def test_reconcile_waits_for_partitions_still_owned_by_another_member() -> None:
     owners.clear()
     done = reconcile(step, 2, {T1: frozenset({2, 3})}, {T1}, {T1: frozenset({3})}, lambda t, p: -1)
     assert (done.state, done.assigned) == (MemberState.STABLE, {T1: frozenset({2, 3})})
+    assert (done.assignment_epoch(T1, 2), done.assignment_epoch(T1, 3)) == (2, 2)
 
 
 def test_group_state_and_partition_epochs() -> None:
@@ -121,5 +123,9 @@ def test_records_round_trip() -> None:
     back = decode_current_assignment_value(decode_member_metadata_value(ConsumerGroupMember("m1"), member_metadata_value(m)),
                                            current_assignment_value(m))
     assert back == m
+    assert back.assignment_epoch(T1, 0) == 3  # the tagged AssignmentEpochs (KIP-1251) default to the member epoch
+    m2 = ConsumerGroupMember("m1", member_epoch=5, assigned={T1: frozenset({0, 1})}, assignment_epochs={(T1, 0): 2, (T1, 1): 5})
+    back2 = decode_current_assignment_value(ConsumerGroupMember("m1"), current_assignment_value(m2))
+    assert back2.assignment_epochs == {(T1, 0): 2, (T1, 1): 5}
     assert decode_target_assignment_member_value(target_assignment_member_value({T1: frozenset({3, 1})})) == {T1: frozenset({1, 3})}
     assert decode_consumer_key(b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x00") is None  # an offset commit key
