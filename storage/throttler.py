@@ -30,6 +30,12 @@ class Throttler:
     def enabled(self) -> bool:
         return 0 < self.desired_rate_per_sec < NO_LIMIT
 
+    @property
+    def period_bytes(self) -> float:
+        """Bytes counted in the current period, not yet checked against the rate (the tail of a
+        cleaning that ends before its period does is never slept for, as in Kafka)."""
+        return self._observed
+
     def update_desired_rate_per_sec(self, rate: float) -> None:
         self.desired_rate_per_sec = rate
 
