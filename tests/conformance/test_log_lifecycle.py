@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
 from kafka_sidecar.protocol.records import decode_batches
 
@@ -145,7 +145,7 @@ def scenario_delete_records(ctx: Ctx) -> dict[str, Any]:
     c = Consumer({"bootstrap.servers": ctx.bootstrap, "group.id": group, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest"})
     try:
-        c.commit(offsets=[CkTopicPartition(t, 0, 10)], asynchronous=False)
+        _commit_retrying(c, [CkTopicPartition(t, 0, 10)])
         c.assign([CkTopicPartition(t, 0)])
         got = None
         deadline = time.monotonic() + 20
@@ -249,3 +249,20 @@ def test_compaction(conform):
     assert obs["survivors"] == [list(s) for s in expected_survivors()]
     assert obs["key_value_map"]["k03"] == "r4-k03" and "k05" not in obs["key_value_map"]
     assert obs["offsets"] == [0, 49]
+
+
+def _commit_retrying(consumer: Consumer, offsets: list[CkTopicPartition], timeout: float = 30.0) -> None:
+    """A synchronous commit, retried while the group coordinator is not ready: a freshly started
+    Kafka answers the first commits NOT_COORDINATOR while it creates and loads __consumer_offsets,
+    which librdkafka hands back from a synchronous commit instead of retrying."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+            return
+        except KafkaException as e:
+            retriable = e.args[0].code() in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                             KafkaError.COORDINATOR_NOT_AVAILABLE)
+            if not retriable or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
