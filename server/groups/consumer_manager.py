@@ -59,6 +59,7 @@ UNSUPPORTED_ASSIGNOR = 112
 STALE_MEMBER_EPOCH = 113
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
+INITIAL_GROUP_EPOCH = 1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 # topic name -> (topic id, partition count), or None when the topic does not exist
@@ -297,8 +298,10 @@ class ConsumerGroupManager:
             # Kafka's hasMemberSubscriptionChanged: a new member, or new topics, regex or assignor.
             bump = (joining and not replacing) or (updated.subscribed_topic_names, updated.subscribed_topic_regex, updated.server_assignor) != (
                 member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor)
-        group_epoch = group.group_epoch if group else 0
-        assignment_epoch = group.assignment_epoch if group else 0
+        # Kafka 4.3 starts a new group at group and assignment epoch 1 (an empty target assignment):
+        # the first computed assignment is epoch 2 (KAFKA-20268).
+        group_epoch = group.group_epoch if group else INITIAL_GROUP_EPOCH
+        assignment_epoch = group.assignment_epoch if group else INITIAL_GROUP_EPOCH
         members = dict(group.members) if group else {}
         members[updated.member_id] = updated
         names = {t for m in members.values() for t in self._topics_of(m)}

@@ -35,7 +35,7 @@ import asyncio
 import logging
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from kafka_sidecar.protocol import errors
@@ -314,26 +314,39 @@ class GroupCoordinator:
     ) -> tuple[int, CommitResults]:
         """(group error, [(topic, [(partition, error)])]) for [(topic, [(partition, offset, leader epoch, metadata)])]."""
         if self.active and self.consumer_manager.is_consumer_group(group_id):
-            # A consumer group checks the member epoch, then commits as for an empty classic group.
-            error, stale = self.consumer_manager.validate_offset_commit(
-                group_id, member_id, instance_id, generation_id, api_version, [(t, p[0]) for t, parts in topics for p in parts])
+            return self._consumer_group_commit(
+                group_id, generation_id, member_id, instance_id, topics, api_version, False,
+                lambda allowed: self.offset_manager.commit_offsets(group_id, -1, "", None, retention_ms, allowed, api_version))
+        return self.offset_manager.commit_offsets(group_id, generation_id, member_id, instance_id, retention_ms, topics, api_version)
+
+    def _consumer_group_commit(
+        self, group_id: str, member_epoch: int, member_id: str, instance_id: str | None, topics: CommitTopics,
+        api_version: int, transactional: bool, commit: Callable[[CommitTopics], tuple[int, CommitResults]],
+    ) -> tuple[int, CommitResults]:
+        """A consumer group checks the member epoch (per partition for an older one), then commits
+        the accepted partitions as for an empty classic group (the entry its offsets live under)."""
+        error, stale = self.consumer_manager.validate_offset_commit(
+            group_id, member_id, instance_id, member_epoch, api_version, [(t, p[0]) for t, parts in topics for p in parts], transactional)
+        if error:
+            return error, []
+        allowed = [(t, kept) for t, parts in topics if (kept := [p for p in parts if (t, p[0]) not in stale])]
+        results: CommitResults = []
+        if allowed:
+            error, results = commit(allowed)
             if error:
                 return error, []
-            allowed = [(t, kept) for t, parts in topics if (kept := [p for p in parts if (t, p[0]) not in stale])]
-            results: CommitResults = []
-            if allowed:
-                error, results = self.offset_manager.commit_offsets(group_id, -1, "", None, retention_ms, allowed, api_version)
-                if error:
-                    return error, []
-            done = {(t, p): code for t, rows in results for p, code in rows}
-            return errors.NONE, [(t, [(p[0], done.get((t, p[0]), STALE_MEMBER_EPOCH)) for p in parts]) for t, parts in topics]
-        return self.offset_manager.commit_offsets(group_id, generation_id, member_id, instance_id, retention_ms, topics, api_version)
+        done = {(t, p): code for t, rows in results for p, code in rows}
+        return errors.NONE, [(t, [(p[0], done.get((t, p[0]), STALE_MEMBER_EPOCH)) for p in parts]) for t, parts in topics]
 
     def commit_transactional_offsets(
         self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int, member_id: str,
         instance_id: str | None, topics: CommitTopics,
     ) -> tuple[int, CommitResults]:
         """TxnOffsetCommit: pending until the transaction's marker (``complete_transaction``)."""
+        if self.active and self.consumer_manager.is_consumer_group(group_id):
+            return self._consumer_group_commit(
+                group_id, generation_id, member_id, instance_id, topics, 9, True,
+                lambda allowed: self.offset_manager.commit_transactional_offsets(group_id, producer_id, producer_epoch, -1, "", None, allowed))
         return self.offset_manager.commit_transactional_offsets(group_id, producer_id, producer_epoch, generation_id, member_id, instance_id, topics)
 
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
@@ -372,6 +385,9 @@ class GroupCoordinator:
         by_partition: dict[int, tuple[str, list[Record]]] = {}
         for gid in list(self.groups):
             group = self.groups[gid]
+            consumer_group = self.consumer_manager.groups.get(gid)
+            if consumer_group is not None and consumer_group.members:
+                continue  # offsets of a consumer group with members do not expire
             records: list[Record] = []
             if self.offset_manager.cleanup_expired_offsets(gid, group, now, records) and group.is_empty:
                 records.append((group_metadata_key(gid), None))
@@ -382,6 +398,8 @@ class GroupCoordinator:
         for gid, records in by_partition.values():
             if self.writer.write_and_replay(gid, records) == errors.NONE:
                 written += len(records)
+        for gid in [g for g in self.consumer_manager.groups if g not in self.groups]:
+            self.consumer_manager.delete_group(gid)  # an empty consumer group whose offsets all expired
         if written:
             log.info("wrote %d tombstones while cleaning up expired offsets and empty groups", written)
         return written

@@ -154,7 +154,7 @@ def test_epochs_revoke_before_assign_and_fencing(broker: EmbeddedBroker) -> None
                                      "subscribed_topic_names": ["kip848-raw"], "topic_partitions": []})["error_code"] == INVALID_REQUEST
         a = Member(w, "raw-g", ["kip848-raw"])
         first = a.heartbeat()
-        assert first["error_code"] == 0 and first["member_epoch"] == 1 and first["heartbeat_interval"] == 300
+        assert first["error_code"] == 0 and first["member_epoch"] == 2 and first["heartbeat_interval"] == 300
         assert a.partitions() == [0, 1, 2, 3]
         # a greater epoch, an unknown member
         assert a.heartbeat(epoch=9)["error_code"] == FENCED_MEMBER_EPOCH
@@ -164,12 +164,12 @@ def test_epochs_revoke_before_assign_and_fencing(broker: EmbeddedBroker) -> None
 
         b = Member(w, "raw-g", ["kip848-raw"])
         joined = b.heartbeat()
-        # b gets the group epoch 2 but nothing yet: its partitions are still a's
-        assert joined["member_epoch"] == 2 and b.partitions() == []
+        # b gets the group epoch 3 but nothing yet: its partitions are still a's
+        assert joined["member_epoch"] == 3 and b.partitions() == []
         revoke = a.heartbeat()
-        assert revoke["member_epoch"] == 1 and len(a.partitions()) == 2  # revoke first, same epoch
-        assert b.heartbeat()["member_epoch"] == 2 and b.partitions() == []  # not released yet
-        assert a.heartbeat()["member_epoch"] == 2  # a acknowledged by no longer owning them
+        assert revoke["member_epoch"] == 2 and len(a.partitions()) == 2  # revoke first, same epoch
+        assert b.heartbeat()["member_epoch"] == 3 and b.partitions() == []  # not released yet
+        assert a.heartbeat()["member_epoch"] == 3  # a acknowledged by no longer owning them
         b.heartbeat()
         assert sorted(a.partitions() + b.partitions()) == [0, 1, 2, 3] and len(b.partitions()) == 2
 
@@ -181,22 +181,22 @@ def test_epochs_revoke_before_assign_and_fencing(broker: EmbeddedBroker) -> None
                                                  {"partition_index": partition, "committed_offset": 5, "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
             return body["topics"][0]["partitions"][0]["error_code"]
         mine, theirs = a.partitions()[0], b.partitions()[0]
-        assert commit(a, 1, mine) == 0
-        assert commit(a, 1, theirs) == STALE_MEMBER_EPOCH
-        assert commit(a, 3, mine) == STALE_MEMBER_EPOCH
         assert commit(a, 2, mine) == 0
+        assert commit(a, 2, theirs) == STALE_MEMBER_EPOCH
+        assert commit(a, 4, mine) == STALE_MEMBER_EPOCH
+        assert commit(a, 3, mine) == 0
 
         desc = w.call(DESCRIBE, 1, {"group_ids": ["raw-g", "nope"], "include_authorized_operations": False})["groups"]
-        assert (desc[0]["error_code"], desc[0]["group_state"], desc[0]["group_epoch"], desc[0]["assignment_epoch"]) == (0, "Stable", 2, 2)
+        assert (desc[0]["error_code"], desc[0]["group_state"], desc[0]["group_epoch"], desc[0]["assignment_epoch"]) == (0, "Stable", 3, 3)
         assert desc[0]["assignor_name"] == "uniform"
-        assert sorted(m["member_epoch"] for m in desc[0]["members"]) == [2, 2]
+        assert sorted(m["member_epoch"] for m in desc[0]["members"]) == [3, 3]
         assert desc[0]["members"][0]["member_type"] == 1
         assert desc[1]["error_code"] == GROUP_ID_NOT_FOUND
 
         # leaving gives a's partitions back to b at the next epoch
         left = w.call(HEARTBEAT, 1, {"group_id": "raw-g", "member_id": a.member_id, "member_epoch": -1, "topic_partitions": None})
         assert (left["error_code"], left["member_epoch"]) == (0, -1)
-        assert b.heartbeat()["member_epoch"] == 3 and b.partitions() == [0, 1, 2, 3]
+        assert b.heartbeat()["member_epoch"] == 4 and b.partitions() == [0, 1, 2, 3]
 
 
 def test_partition_increase_and_session_timeout(broker: EmbeddedBroker) -> None:
@@ -284,14 +284,14 @@ def test_static_member_rejoins_with_its_assignment(broker: EmbeddedBroker) -> No
             return w.call(HEARTBEAT, 1, {"group_id": "static-g", "member_id": member_id, "member_epoch": 0, "instance_id": "i-1",
                                          "rebalance_timeout": 30000, "subscribed_topic_names": ["kip848-static"], "topic_partitions": []})
         first = join("m-1")
-        assert first["error_code"] == 0 and first["member_epoch"] == 1
+        assert first["error_code"] == 0 and first["member_epoch"] == 2
         # the instance id is taken while its member has not left
         assert join("m-2")["error_code"] == 111  # UNRELEASED_INSTANCE_ID
         left = w.call(HEARTBEAT, 1, {"group_id": "static-g", "member_id": "m-1", "member_epoch": -2, "instance_id": "i-1",
                                      "topic_partitions": None})
         assert (left["error_code"], left["member_epoch"]) == (0, -2)
         back = join("m-2")
-        assert back["error_code"] == 0 and back["member_epoch"] == 1  # no rebalance: same epoch, same partitions
+        assert back["error_code"] == 0 and back["member_epoch"] == 2  # no rebalance: same epoch, same partitions
         assert sorted(back["assignment"]["topic_partitions"][0]["partitions"]) == [0, 1]
         desc = w.call(DESCRIBE, 1, {"group_ids": ["static-g"], "include_authorized_operations": False})["groups"][0]
         assert [(m["member_id"], m["instance_id"]) for m in desc["members"]] == [("m-2", "i-1")]
@@ -378,3 +378,23 @@ def _describe_with_tool(bs: str, w: Wire, a: Member) -> None:
     assert state[-3:] == ["uniform", "Stable", "1"]
     (member,) = tool("--describe", "--group", "tool-g", "--members", "--verbose")[1:]
     assert member[1] == a.member_id and member[-4:] == [str(a.epoch), "kip848-tool:0,1,2", str(a.epoch), "kip848-tool:0,1,2"]
+
+
+def test_transactional_offsets_of_a_consumer_protocol_member(broker: EmbeddedBroker) -> None:
+    """sendOffsetsToTransaction with a consumer-protocol member's group metadata (TxnOffsetCommit
+    checked against the member epoch): the offsets are visible once the transaction commits."""
+    bs = broker.bootstrap_servers
+    with Wire(bs) as w:
+        w.create_topic("kip848-eos", partitions=1)
+    c = _consumer(bs, "eos-g", "e1", "kip848-eos")
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "kip848-eos-tx"})
+    try:
+        assert _poll_until([c], _split(1, [1])) == [[0]]
+        p.init_transactions(20)
+        p.begin_transaction()
+        p.produce("kip848-eos", b"x", partition=0)
+        p.send_offsets_to_transaction([TopicPartition("kip848-eos", 0, 5)], c.consumer_group_metadata(), 20)
+        p.commit_transaction(20)
+        assert [tp.offset for tp in c.committed([TopicPartition("kip848-eos", 0)], timeout=10)] == [5]
+    finally:
+        c.close()
