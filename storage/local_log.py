@@ -35,11 +35,16 @@ __all__ = ["LocalLog", "open_segment"]
 log = logging.getLogger(__name__.rpartition(".")[0] + ".log")
 
 
-def open_segment(dir: Path, base: int, config: LogConfig, active: bool, on_rebuild: Callable[[int], None] | None = None) -> LogSegment:
+def open_segment(dir: Path, base: int, config: LogConfig, active: bool, on_rebuild: Callable[[int], None] | None = None,
+                 names: set[str] | None = None) -> LogSegment:
     """Open (or create) the segment at ``base``; a segment with data but without both indexes
-    gets them rebuilt from its log (``on_rebuild(base)`` is told, its .txnindex is stale too)."""
+    gets them rebuilt from its log (``on_rebuild(base)`` is told, its .txnindex is stale too).
+    ``names``: the directory's file names, when the caller has listed it already."""
     prefix = f"{base:020d}"
-    had_indexes = (dir / (prefix + INDEX_SUFFIX)).exists() and (dir / (prefix + TIME_INDEX_SUFFIX)).exists()
+    if names is not None:
+        had_indexes = prefix + INDEX_SUFFIX in names and prefix + TIME_INDEX_SUFFIX in names
+    else:
+        had_indexes = (dir / (prefix + INDEX_SUFFIX)).exists() and (dir / (prefix + TIME_INDEX_SUFFIX)).exists()
     seg = LogSegment(dir, base, config.index_interval_bytes, config.segment_index_bytes, active=active)
     if not had_indexes and seg.size:
         log.info("rebuilding missing indexes of %s segment %d", dir.name, base)

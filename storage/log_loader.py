@@ -117,27 +117,33 @@ class LogLoader:
         return offsets
 
     def _load_segments(self) -> None:
-        self._complete_swaps()
+        # One listing of the directory (again only if a swap had to be completed).
+        entries = os.listdir(self.dir)
+        if any(e.endswith(SWAP_SUFFIX) for e in entries):
+            self._complete_swaps()
+            entries = os.listdir(self.dir)
         bases: set[int] = set()
-        for entry in os.listdir(self.dir):
-            path = self.dir / entry
+        kept: list[str] = []
+        for entry in entries:
             if entry.endswith(DELETED_SUFFIX) or entry.endswith(".cleaned") or entry.endswith(".tmp"):
                 # Left by a deletion or cleaning that did not finish: Kafka removes these at load.
-                path.unlink(missing_ok=True)
+                (self.dir / entry).unlink(missing_ok=True)
                 continue
+            kept.append(entry)
             if entry.endswith(LOG_SUFFIX):
                 stem = entry[: -len(LOG_SUFFIX)]
                 if stem.isdigit():
                     bases.add(int(stem))
-        for entry in os.listdir(self.dir):
+        for entry in kept:
             # An index without its log is dropped, as Kafka does.
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 if entry.endswith(suffix) and entry[: -len(suffix)].isdigit() and int(entry[: -len(suffix)]) not in bases:
                     (self.dir / entry).unlink(missing_ok=True)
         ordered = sorted(bases)
+        names = set(kept)
         for i, base in enumerate(ordered):
             is_last = i == len(ordered) - 1
-            self.segments.add_segment(open_segment(self.dir, base, self.config, active=is_last, on_rebuild=self._mark_txn_rebuild))
+            self.segments.add_segment(open_segment(self.dir, base, self.config, active=is_last, on_rebuild=self._mark_txn_rebuild, names=names))
         if not self.segments.segments:
             self.segments.add_segment(open_segment(self.dir, 0, self.config, active=True, on_rebuild=self._mark_txn_rebuild))
             return
