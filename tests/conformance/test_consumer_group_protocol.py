@@ -138,3 +138,68 @@ def test_consumer_group_protocol(conform):
     assert obs["describe"][0]["state"] == "Stable" and obs["describe"][1]["error"] == 69
     assert obs["b_gets_everything"] == {"done": True, "overlapped": False}
     assert obs["describe_empty"][0]["state"] == "Empty"
+
+
+# --------------------------------------------------------------------------- librdkafka, group.protocol=consumer
+
+
+def _ck_consumer(ctx: Ctx, group: str, name: str) -> Any:
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": ctx.bootstrap, "group.id": group, "group.protocol": "consumer", "client.id": name,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    ctx.on_close(c.close)
+    return c
+
+
+def scenario_librdkafka_consumer_protocol(ctx: Ctx) -> dict[str, Any]:
+    """Two librdkafka consumers split a topic, consume and commit; one leaves, the other takes
+    its partitions over and resumes them at the committed offsets."""
+    from tests.conformance.clients import ck_produce
+
+    w = ctx.wire()
+    t, group = ctx.topic("t"), ctx.group("g")
+    w.create_topic(t, partitions=PARTITIONS)
+    cs = {"a": _ck_consumer(ctx, group, "a"), "b": _ck_consumer(ctx, group, "b")}
+    for c in cs.values():
+        c.subscribe([t])
+    got: dict[str, list[tuple[int, int]]] = {"a": [], "b": []}
+
+    def assigned(name: str) -> list[int]:
+        return sorted(tp.partition for tp in cs[name].assignment())
+
+    def poll(names: list[str], done: Any, timeout: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for n in names:
+                for m in cs[n].consume(num_messages=50, timeout=0.05):
+                    if m.error() is None:
+                        got[n].append((m.partition(), m.offset()))
+            if done():
+                return True
+        return False
+
+    obs: dict[str, Any] = {}
+    obs["split"] = poll(["a", "b"], lambda: len(assigned("a")) == len(assigned("b")) == 2)
+    # Records only now, so each consumer reads exactly its own partitions.
+    ck_produce(ctx.bootstrap, t, [(p, None, f"{p}-{i}".encode()) for p in range(PARTITIONS) for i in range(5)])
+    obs["consumed"] = poll(["a", "b"], lambda: len(got["a"]) + len(got["b"]) >= 20)
+    obs["disjoint_and_complete"] = sorted(assigned("a") + assigned("b")) == list(range(PARTITIONS))
+    a_parts = assigned("a")
+    obs["each_read_only_its_own"] = all(p in a_parts for p, _ in got["a"]) and all(p not in a_parts for p, _ in got["b"])
+    cs["a"].commit(asynchronous=False)
+    cs["b"].commit(asynchronous=False)
+    committed = w.offset_fetch(group, t, list(range(PARTITIONS)))
+    obs["committed"] = {p: committed[p] for p in sorted(committed)}
+    ck_produce(ctx.bootstrap, t, [(p, None, f"{p}-late".encode()) for p in range(PARTITIONS)])
+    cs["b"].close()
+    got["a"] = []
+    obs["a_takes_over"] = poll(["a"], lambda: len(assigned("a")) == PARTITIONS and len(got["a"]) >= PARTITIONS)
+    obs["a_resumed_at"] = sorted(set(o for _, o in got["a"]))
+    return obs
+
+
+def test_librdkafka_consumer_protocol(conform):
+    obs = conform(scenario_librdkafka_consumer_protocol)
+    assert obs["split"] and obs["consumed"] and obs["disjoint_and_complete"] and obs["each_read_only_its_own"]
+    assert obs["a_takes_over"] and obs["a_resumed_at"] == [5]
