@@ -263,6 +263,13 @@ class GroupCoordinator:
 
     def list_groups(self, states_filter: Iterable[str], types_filter: Iterable[str]) -> tuple[int, list[Response]]:
         states_filter, types_filter = list(states_filter), list(types_filter)
+        error, rows = self._list_classic_and_consumer_groups(states_filter, types_filter)
+        share = getattr(self.broker, "share_coordinator", None)  # None in unit tests' FakeBroker
+        if not error and share is not None:  # share groups (server/share): same group ids, group type "share"
+            rows += share.list_rows({s.strip().lower() for s in states_filter}, {t.strip().lower() for t in types_filter})
+        return error, rows
+
+    def _list_classic_and_consumer_groups(self, states_filter: list[str], types_filter: list[str]) -> tuple[int, list[Response]]:
         error, rows = self.group_manager.list_groups(states_filter, types_filter)
         consumer = self.consumer_manager
         if error or not consumer.groups:
@@ -277,20 +284,28 @@ class GroupCoordinator:
 
     def describe_groups(self, group_ids: list[str], api_version: int, include_authorized_operations: bool) -> list[Response]:
         rows = self.group_manager.describe_groups(group_ids, api_version, include_authorized_operations)
+        share = getattr(self.broker, "share_coordinator", None)
         for r in rows:
+            if share is not None and share.is_share_group(r["group_id"]) and r["error_code"] == errors.GROUP_ID_NOT_FOUND:
+                r["error_message"] = f"Group {r['group_id']} is not a classic group."
             if self.consumer_manager.is_consumer_group(r["group_id"]) and r["error_code"] == errors.NONE:
-                # Kafka: DescribeGroups only describes classic groups.
-                r.update(error_code=errors.GROUP_ID_NOT_FOUND, error_message=f"Group {r['group_id']} is not a classic group.",
+                # Kafka: DescribeGroups only describes classic groups (the others are not found, Dead before v6).
+                r.update(error_code=errors.GROUP_ID_NOT_FOUND if api_version >= 6 else errors.NONE,
+                         error_message=f"Group {r['group_id']} is not a classic group." if api_version >= 6 else None,
                          group_state="Dead", protocol_type="", protocol_data="", members=[])
         return rows
 
     def delete_groups(self, group_ids: list[str]) -> list[Response]:
         refused: dict[str, int] = {}
+        share = getattr(self.broker, "share_coordinator", None)
         for gid in group_ids:
             if self.consumer_manager.is_consumer_group(gid):
                 error = self.consumer_manager.delete_group(gid)
                 if error:
                     refused[gid] = error
+            elif share is not None and share.is_share_group(gid):
+                # A share group has no classic entry: its answer is the share coordinator's.
+                refused[gid] = share.delete_group(gid)
         rows = self.group_manager.delete_groups([g for g in group_ids if g not in refused])
         return rows + [{"group_id": g, "error_code": e} for g, e in refused.items()]
 

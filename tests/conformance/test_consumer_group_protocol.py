@@ -117,6 +117,9 @@ def scenario_consumer_protocol(ctx: Ctx) -> dict[str, Any]:
         return out
 
     obs["describe"] = describe([group, missing])
+    for v in (5, 6):  # the classic DescribeGroups does not describe consumer groups
+        d = w.call(15, v, {"groups": [group], "include_authorized_operations": False})["groups"][0]
+        obs[f"classic_describe_v{v}"] = (d["error_code"], d["group_state"], d["protocol_type"], len(d["members"]))
     listed = w.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["consumer"]})["groups"]
     obs["listed"] = [(g["protocol_type"], g["group_state"], g["group_type"]) for g in listed if g["group_id"] == group]
     obs["a_leaves"] = {k: v for k, v in hb(a, epoch=-1, tps=None).items() if k in ("error", "epoch", "assigned")}
