@@ -158,6 +158,9 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(77, "ShareGroupDescribe", 1, 1, share.handle_share_group_describe),
         ApiSpec(78, "ShareFetch", 1, 2, share.handle_share_fetch),
         ApiSpec(79, "ShareAcknowledge", 1, 2, share.handle_share_acknowledge),
+        ApiSpec(90, "DescribeShareGroupOffsets", 0, 1, share.handle_describe_share_group_offsets),
+        ApiSpec(91, "AlterShareGroupOffsets", 0, 0, share.handle_alter_share_group_offsets, coordinator_write=True),
+        ApiSpec(92, "DeleteShareGroupOffsets", 0, 0, share.handle_delete_share_group_offsets, coordinator_write=True),
     ]
 }
 

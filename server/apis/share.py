@@ -21,6 +21,7 @@ from kafka_sidecar.protocol.messages import ms
 
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import GROUP_AUTHORIZATION_FAILED
+from ..share import offsets as share_offsets
 from ..share.coordinator import ShareCoordinator
 from ..share.session import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from .groups import _client_host
@@ -220,3 +221,30 @@ async def handle_share_acknowledge(broker: Broker, conn: Connection, header: Req
                                                   "current_leader": {"leader_id": 1, "leader_epoch": 0}})
     return {"throttle_time": 0, "error_code": errors.NONE, "acquisition_lock_timeout": coordinator.lock_duration_ms,
             "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()], "node_endpoints": []}
+
+
+# ---- DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92) --
+
+
+async def handle_describe_share_group_offsets(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    groups = []
+    for g in request.groups:
+        if not broker.authorizer.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
+            groups.append({"group_id": g.group_id, "topics": [], "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None})
+            continue
+        topics = None if g.topics is None else [(t.topic_name, [int(p) for p in t.partitions]) for t in g.topics]
+        groups.append(share_offsets.describe_offsets(_coordinator(broker), g.group_id, topics))
+    return {"throttle_time": 0, "groups": groups}
+
+
+async def handle_alter_share_group_offsets(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    if not _may_read_group(broker, conn, header, request.group_id):
+        return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "responses": []}
+    topics = [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions]) for t in request.topics]
+    return share_offsets.alter_offsets(_coordinator(broker), request.group_id, topics)
+
+
+async def handle_delete_share_group_offsets(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    if not broker.authorizer.authorize(conn, header, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "responses": []}
+    return share_offsets.delete_offsets(_coordinator(broker), request.group_id, [t.topic_name for t in request.topics])

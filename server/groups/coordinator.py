@@ -129,6 +129,7 @@ class GroupCoordinator:
                 cfg.get("group.consumer.session.timeout.ms"), cfg.get("group.consumer.heartbeat.interval.ms"),
                 cfg.get("group.consumer.max.size"),
                 _assignor_names(str(cfg.get("group.consumer.assignors"))),
+                cfg.get("group.consumer.assignment.interval.ms"),
             ),
             self._topic_lookup, self._regex_topics,
         )

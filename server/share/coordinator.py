@@ -24,6 +24,7 @@ NONE = 0
 INVALID_REQUEST = 42
 UNKNOWN_MEMBER_ID = 25
 GROUP_ID_NOT_FOUND = 69
+NON_EMPTY_GROUP = 68
 FENCED_MEMBER_EPOCH = 110
 JOIN_EPOCH, LEAVE_EPOCH = 0, -1
 # ShareGroupDescribe's authorized_operations when they were not asked for (Integer.MIN_VALUE).
@@ -167,6 +168,53 @@ class ShareCoordinator:
             max_in_flight_records=self._config("group.share.partition.max.record.locks", 200),
         )
         return sp
+
+    def reset_share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> None:
+        """AlterShareGroupOffsets: the share-partition starts at ``start_offset`` with nothing in flight."""
+        self.groups.setdefault(group_id, ShareGroup(group_id))
+        self.share_partitions[(group_id, topic_id, partition)] = SharePartition(
+            start_offset,
+            lock_duration_ms=self.lock_duration_ms,
+            delivery_count_limit=self._config("group.share.delivery.count.limit", 5),
+            max_in_flight_records=self._config("group.share.partition.max.record.locks", 200),
+        )
+
+    def delete_share_partitions(self, group_id: str, topic_id: uuid.UUID | None = None) -> None:
+        """DeleteShareGroupOffsets (one topic) or DeleteGroups (every topic): the state goes."""
+        for key in [k for k in self.share_partitions if k[0] == group_id and (topic_id is None or k[1] == topic_id)]:
+            del self.share_partitions[key]
+
+    # ---- ListGroups, DeleteGroups (through the group coordinator's facade) --------------------
+
+    def is_share_group(self, group_id: str) -> bool:
+        return group_id in self.groups
+
+    def list_rows(self, states_filter: set[str], types_filter: set[str]) -> list[dict[str, Any]]:
+        """ListGroups rows of the share groups (group type and protocol type "share")."""
+        if types_filter and "share" not in types_filter:
+            return []
+        now = _now_ms()
+        rows = []
+        for group in self.groups.values():
+            self._expire_members(group, now)
+            if states_filter and group.state.lower() not in states_filter:
+                continue
+            rows.append({"group_id": group.group_id, "protocol_type": "share", "group_state": group.state, "group_type": "share"})
+        return rows
+
+    def delete_group(self, group_id: str) -> int:
+        """DeleteGroups of a share group: refused while it has members, else the group and its
+        share-partition state go."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return GROUP_ID_NOT_FOUND
+        self._expire_members(group, _now_ms())
+        if group.members:
+            return NON_EMPTY_GROUP
+        self.delete_share_partitions(group_id)
+        del self.groups[group_id]
+        self.group_configs.pop(group_id, None)
+        return NONE
 
     def expire_locks(self, now_ms: int | None = None) -> None:
         now = _now_ms() if now_ms is None else now_ms

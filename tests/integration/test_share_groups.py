@@ -178,3 +178,80 @@ def test_two_java_share_consumers_each_record_once(broker: EmbeddedBroker, wire:
     got = [line for out, _ in outs for line in out.splitlines() if line.startswith("r")]
     dupes = [v for v, c in Counter(got).items() if c > 1]
     assert dupes == [] and sorted(got) == sorted(v.decode() for v in values), (len(got), outs[0][1][-2000:])
+
+
+def _leave(w: Wire, group: str, member: str) -> None:
+    assert w.call(76, 1, {"group_id": group, "member_id": member, "member_epoch": -1, "rack_id": None,
+                          "subscribed_topic_names": None})["error_code"] == 0
+
+
+def test_share_groups_in_list_describe_delete_and_offset_apis(wire: Wire) -> None:
+    topic, group = _topic("adm"), _topic("g")
+    wire.create_topic(topic)
+    topic_id = wire.metadata([topic])["topics"][0]["topic_id"]
+    assert _join(wire, group, "m1", [topic])["error_code"] == 0
+    _produce(wire, topic, [b"v%d" % i for i in range(6)], per_batch=3)
+    assert _acquired(_share_fetch(wire, group, "m1", 0, topic_id)) == [(0, 5, 1)]
+    ack = [{"first_offset": 0, "last_offset": 1, "acknowledge_types": [ACCEPT]},
+           {"first_offset": 3, "last_offset": 3, "acknowledge_types": [ACCEPT]}]
+    assert wire.call(79, 2, {"group_id": group, "member_id": "m1", "share_session_epoch": 1, "topics": [
+        {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": ack}]}]})["error_code"] == 0
+    listed = {g["group_id"]: g for g in wire.call(16, 5, {"states_filter": [], "types_filter": ["share"]})["groups"]}
+    assert listed[group] == {"group_id": group, "protocol_type": "share", "group_state": "Stable", "group_type": "share"}
+    assert group not in {g["group_id"] for g in wire.call(16, 5, {"states_filter": [], "types_filter": ["classic"]})["groups"]}
+    described = wire.call(15, 6, {"groups": [group], "include_authorized_operations": False})["groups"][0]
+    assert (described["error_code"], described["error_message"]) == (69, f"Group {group} is not a classic group.")
+    # Start offset 2 (0-1 accepted), lag: 6 records from 2, 3 is done, so 3 left.
+    offsets = wire.call(90, 1, {"groups": [{"group_id": group, "topics": None}]})["groups"][0]
+    assert [(t["topic_name"], [(p["partition_index"], p["start_offset"], p["lag"]) for p in t["partitions"]])
+            for t in offsets["topics"]] == [(topic, [(0, 2, 3)])]
+    assert wire.call(91, 0, {"group_id": group, "topics": [{"topic_name": topic, "partitions": [
+        {"partition_index": 0, "start_offset": 0}]}]})["error_code"] == 68  # NON_EMPTY_GROUP
+    assert wire.call(42, 2, {"groups_names": [group]})["results"][0]["error_code"] == 68
+    _leave(wire, group, "m1")
+    altered = wire.call(91, 0, {"group_id": group, "topics": [{"topic_name": topic, "partitions": [
+        {"partition_index": 0, "start_offset": 1}]}, {"topic_name": "nope-" + topic, "partitions": [
+            {"partition_index": 0, "start_offset": 0}]}]})
+    assert [[p["error_code"] for p in t["partitions"]] for t in altered["responses"]] == [[0], [3]]
+    offsets = wire.call(90, 1, {"groups": [{"group_id": group, "topics": [{"topic_name": topic, "partitions": [0]}]}]})
+    assert [(p["start_offset"], p["lag"]) for p in offsets["groups"][0]["topics"][0]["partitions"]] == [(1, 5)]
+    deleted = wire.call(92, 0, {"group_id": group, "topics": [{"topic_name": topic}]})
+    assert (deleted["error_code"], [t["error_code"] for t in deleted["responses"]]) == (0, [0])
+    assert wire.call(90, 1, {"groups": [{"group_id": group, "topics": None}]})["groups"][0]["topics"] == []
+    assert wire.call(42, 2, {"groups_names": [group]})["results"] == [{"group_id": group, "error_code": 0}]
+    assert wire.call(90, 1, {"groups": [{"group_id": group, "topics": None}]})["groups"][0]["error_code"] == 69
+
+
+def _share_groups_tool(home: Path, bootstrap: str, tmp: Path, *args: str) -> str:
+    env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m", "LOG_DIR": str(tmp)}
+    out = subprocess.run([str(home / "bin" / "kafka-share-groups.sh"), "--bootstrap-server", bootstrap, *args],
+                         capture_output=True, text=True, env=env, timeout=120)
+    return out.stdout + out.stderr
+
+
+@pytest.mark.skipif(not JAVA, reason="needs Java and Kafka 4.3.1 (KAFKA_HOME or make reference)")
+def test_kafka_share_groups_tool(broker: EmbeddedBroker, wire: Wire, tmp_path: Path) -> None:
+    """kafka-share-groups.sh --list, --describe (--members, --state, --offsets), --reset-offsets, --delete."""
+    home = find_kafka_home()
+    assert home is not None
+    topic, group = _topic("tool"), _topic("tg")
+    wire.create_topic(topic)
+    topic_id = wire.metadata([topic])["topics"][0]["topic_id"]
+    assert _join(wire, group, "m1", [topic])["error_code"] == 0
+    _produce(wire, topic, [b"v%d" % i for i in range(4)])
+    assert _acquired(_share_fetch(wire, group, "m1", 0, topic_id)) == [(0, 3, 1)]
+    bs = broker.bootstrap_servers
+
+    def run(*args: str) -> list[list[str]]:
+        return [line.split() for line in _share_groups_tool(home, bs, tmp_path, *args).splitlines() if line.strip()]
+
+    assert [group, "Stable"] in run("--list", "--state")
+    assert run("--describe", "--group", group, "--offsets")[1:] == [[group, topic, "0", "0", "4"]]
+    assert run("--describe", "--group", group, "--members")[1][:2] == [group, "m1"]
+    assert run("--describe", "--group", group, "--state")[1][-2:] == ["Stable", "1"]
+    assert "not" in " ".join(run("--reset-offsets", "--group", group, "--topic", topic, "--to-latest", "--execute")[0])
+    _leave(wire, group, "m1")
+    assert run("--reset-offsets", "--group", group, "--topic", topic, "--to-latest", "--execute")[1:] == [[group, topic, "0", "4"]]
+    assert run("--describe", "--group", group)[1:] == [[group, topic, "0", "4", "0"]]
+    assert "successful" in " ".join(run("--delete", "--group", group)[0])
+    assert [group] not in run("--list")
