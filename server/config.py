@@ -69,6 +69,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("group.consumer.min.heartbeat.interval.ms", "int", 5000, at_least=1),
         ConfigDef("group.consumer.max.heartbeat.interval.ms", "int", 15000, at_least=1),
         ConfigDef("group.consumer.max.size", "int", 2**31 - 1, at_least=1),
+        ConfigDef("group.consumer.assignment.interval.ms", "int", 1000, at_least=0),
         ConfigDef("group.consumer.assignors", "list", "uniform,range", list_empty_ok=False),  # any non-empty list, as Kafka
         ConfigDef("offsets.topic.num.partitions", "int", 50, at_least=1),
         ConfigDef("offsets.topic.segment.bytes", "int", 104857600, at_least=1),

@@ -103,6 +103,8 @@ class ConsumerGroup:
     static_members: dict[str, str] = field(default_factory=dict)
     # topic name -> partition count the last target assignment saw (Kafka: the metadata hash)
     subscribed_metadata: dict[str, int] = field(default_factory=dict)
+    # when the last target assignment was computed (monotonic ms; 0: not since start)
+    last_assignment_ms: int = 0
 
     @property
     def state(self) -> ConsumerGroupState:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -99,6 +100,9 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5000
     max_size: int = 2**31 - 1
     assignors: tuple[str, ...] = ("uniform", "range")
+    # Kafka 4.3 computes a group's next target assignment at most this often (the members
+    # reconcile towards the previous one meanwhile): group.consumer.assignment.interval.ms.
+    assignment_interval_ms: int = 1000
 
 
 def kafka_uuid_string() -> str:
@@ -312,10 +316,13 @@ class ConsumerGroupManager:
             group_epoch += 1
             records.append((consumer_key(CONSUMER_GROUP_METADATA, gid), group_metadata_value(group_epoch)))
         target = dict(group.target) if group else {}
+        wait_ms = 0
         if group_epoch > assignment_epoch:
-            target = self._target_assignment(gid, group, members, target, metadata, records)
-            assignment_epoch = group_epoch
-            records.append((consumer_key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid), target_assignment_metadata_value(assignment_epoch)))
+            wait_ms = self._assignment_wait_ms(group)
+            if wait_ms <= 0:
+                target = self._target_assignment(gid, group, members, target, metadata, records)
+                assignment_epoch = group_epoch
+                records.append((consumer_key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid), target_assignment_metadata_value(assignment_epoch)))
         # Reconcile against the group as it will be once the records above are applied.
         epochs = dict(group.partition_epochs) if group else {}
         if group is not None and updated.member_id in group.members:
@@ -335,6 +342,10 @@ class ConsumerGroupManager:
             self.store.groups.get(gid) or self.store.create_group(gid)  # offsets live under a (classic, empty) entry
             group = self.groups[gid]
             group.subscribed_metadata = metadata
+            if any(k == consumer_key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid) for k, _ in records):
+                group.last_assignment_ms = _monotonic_ms()
+        if wait_ms > 0 and _assignment_key(gid) not in self.timer:
+            self.timer.schedule(_assignment_key(gid), wait_ms, lambda: self._deferred_assignment(gid))
         final = self.groups[gid].members[reconciled.member_id]
         self._schedule_session(gid, final.member_id)
         if final.state == MemberState.UNREVOKED_PARTITIONS:
@@ -359,6 +370,24 @@ class ConsumerGroupManager:
             except ValueError:
                 pass
         return topics
+
+    def _assignment_wait_ms(self, group: ConsumerGroup | None) -> int:
+        """How long until the group may have its next target assignment (0: now)."""
+        if group is None or not group.last_assignment_ms:
+            return 0
+        return group.last_assignment_ms + self.config.assignment_interval_ms - _monotonic_ms()
+
+    def _deferred_assignment(self, gid: str) -> None:
+        """The target assignment a heartbeat deferred (Kafka's batched assignment), written as its records."""
+        group = self.groups.get(gid)
+        if group is None or group.group_epoch <= group.assignment_epoch or not self.store.active:
+            return
+        metadata = self._subscribed_metadata({t for m in group.members.values() for t in self._topics_of(m)})
+        records: list[Record] = []
+        self._target_assignment(gid, group, dict(group.members), dict(group.target), metadata, records)
+        records.append((consumer_key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid), target_assignment_metadata_value(group.group_epoch)))
+        if self.writer.write_and_replay(gid, records) == errors.NONE and gid in self.groups:
+            self.groups[gid].last_assignment_ms = _monotonic_ms()
 
     def _subscribed_metadata(self, names: set[str]) -> dict[str, int]:
         out = {}
@@ -526,6 +555,14 @@ class ConsumerGroupManager:
                                  (consumer_key(CONSUMER_GROUP_METADATA, gid), None)]
         error = self.writer.write_and_replay(gid, records)
         return append_error_to_response_error(error) if error else errors.NONE
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _assignment_key(gid: str) -> tuple[str, str]:
+    return ("consumer-assignment", gid)
 
 
 def _session_key(gid: str, member_id: str) -> tuple[str, str, str]:

@@ -34,6 +34,7 @@ FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH = 110, 113
 FAST = {
     "group.consumer.heartbeat.interval.ms": 300, "group.consumer.min.heartbeat.interval.ms": 300,
     "group.consumer.session.timeout.ms": 6000, "group.consumer.min.session.timeout.ms": 6000,
+    "group.consumer.assignment.interval.ms": 0,  # every change assigned at once (one test checks the batching)
 }
 
 
@@ -398,3 +399,25 @@ def test_transactional_offsets_of_a_consumer_protocol_member(broker: EmbeddedBro
         assert [tp.offset for tp in c.committed([TopicPartition("kip848-eos", 0)], timeout=10)] == [5]
     finally:
         c.close()
+
+
+def test_target_assignments_are_batched(tmp_path: Path) -> None:
+    """Kafka 4.3's group.consumer.assignment.interval.ms: a member joining right after an assignment
+    waits for the next one (it reconciles towards the current target, getting nothing)."""
+    with EmbeddedBroker({**FAST, "group.consumer.assignment.interval.ms": 1500}, data_dir=tmp_path) as b, Wire(b.bootstrap_servers) as w:
+        w.create_topic("kip848-batch", partitions=2)
+        _coordinator(w, "batch-g")
+        a, b2 = Member(w, "batch-g", ["kip848-batch"]), Member(w, "batch-g", ["kip848-batch"])
+        assert a.heartbeat()["member_epoch"] == 2 and a.partitions() == [0, 1]  # the group's first assignment: at once
+        joined = b2.heartbeat()
+        assert (joined["member_epoch"], b2.partitions()) == (2, [])  # group epoch 3, assignment deferred
+        desc = w.call(DESCRIBE, 1, {"group_ids": ["batch-g"], "include_authorized_operations": False})["groups"][0]
+        assert (desc["group_state"], desc["group_epoch"], desc["assignment_epoch"]) == ("Assigning", 3, 2)
+        assert a.heartbeat()["member_epoch"] == 2 and a.partitions() == [0, 1]
+        time.sleep(1.8)
+        desc = w.call(DESCRIBE, 1, {"group_ids": ["batch-g"], "include_authorized_operations": False})["groups"][0]
+        assert desc["assignment_epoch"] == 3  # computed by the deferred assignment, without a heartbeat
+        for _ in range(3):
+            a.heartbeat()
+            b2.heartbeat()
+        assert (a.epoch, b2.epoch) == (3, 3) and sorted(a.partitions() + b2.partitions()) == [0, 1] and len(b2.partitions()) == 1
