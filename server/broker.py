@@ -146,6 +146,7 @@ class Broker:
         await self.group_coordinator.start()  # replays __consumer_offsets; member session timers run on the loop
         self.state = "replaying transactions"
         await self.transaction_coordinator.start()  # replays __transaction_state, completes Prepare* transactions
+        await self.share_coordinator.start()  # replays __share_group_state (share-partition state)
         self.state = "binding listeners"
         for ep in self.listeners:
             try:

@@ -51,6 +51,7 @@ async def handle_share_group_heartbeat(broker: Broker, conn: Connection, header:
     if not _may_read_group(broker, conn, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "member_epoch": 0, "heartbeat_interval": 0}
     topics = request.subscribed_topic_names
+    await _coordinator(broker).persister.ensure_topic()
     return _coordinator(broker).heartbeat(
         request.group_id, request.member_id, request.member_epoch, request.rack_id,
         None if topics is None else list(topics), header.client_id or "", _client_host(conn))
@@ -104,7 +105,9 @@ def _acknowledge(coordinator: ShareCoordinator, group_id: str, member_id: str, t
 def _partition_answer(partition: int, error: int = 0, ack_error: int = 0, records: bytes | None = None,
                       acquired: list[Any] | None = None) -> dict[str, Any]:
     return {"partition_index": partition, "error_code": error, "acknowledge_error_code": ack_error,
-            "current_leader": {"leader_id": 1, "leader_epoch": 0}, "records": records,
+            "current_leader": {"leader_id": 1, "leader_epoch": 0},
+            # kio's Records here is not nullable: an answer without records (acknowledgements only) carries none.
+            "records": b"" if records is None else records,
             "acquired_records": [{"first_offset": a.first_offset, "last_offset": a.last_offset, "delivery_count": a.delivery_count}
                                  for a in acquired or []]}
 
@@ -138,6 +141,7 @@ def _fetch_once(broker: Broker, session: ShareSession, max_records: int, max_byt
         batches = _batches(raw)
         acquired = sp.acquire(session.member_id, [(b, last) for b, last, _, _ in batches], max_records, int(time.time() * 1000),
                               record_limit=record_limit)
+        coordinator.persist((session.group_id, topic_id, partition))  # archived gaps, start offset moved
         if not acquired:
             continue
         first, last = acquired[0].first_offset, acquired[-1].last_offset
@@ -156,6 +160,7 @@ async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHe
         return _session_error(errors.INVALID_REQUEST)
     if not _may_read_group(broker, conn, header, group_id):
         return _session_error(GROUP_AUTHORIZATION_FAILED)
+    await coordinator.persister.ensure_topic()
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if epoch == INITIAL_EPOCH:
         if has_acks:
@@ -206,6 +211,7 @@ async def handle_share_acknowledge(broker: Broker, conn: Connection, header: Req
         return _session_error(errors.INVALID_REQUEST)
     if not _may_read_group(broker, conn, header, group_id):
         return _session_error(GROUP_AUTHORIZATION_FAILED)
+    await coordinator.persister.ensure_topic()
     if epoch == INITIAL_EPOCH:
         # ShareAcknowledge never opens a session (Kafka: INVALID_SHARE_SESSION_EPOCH).
         return _session_error(123)
@@ -241,6 +247,7 @@ async def handle_alter_share_group_offsets(broker: Broker, conn: Connection, hea
     if not _may_read_group(broker, conn, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "responses": []}
     topics = [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions]) for t in request.topics]
+    await _coordinator(broker).persister.ensure_topic()
     return share_offsets.alter_offsets(_coordinator(broker), request.group_id, topics)
 
 

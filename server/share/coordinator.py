@@ -9,16 +9,20 @@ process). Handlers are in server/apis/share.py.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from .group import SIMPLE_ASSIGNOR, ShareGroup, ShareGroupMember
 from .partition import AcquiredRecords, SharePartition
+from .persister import ShareStatePersister
 from .session import ShareSessionCache
 
 if TYPE_CHECKING:
     from ..broker import Broker
+
+log = logging.getLogger(__name__)
 
 NONE = 0
 INVALID_REQUEST = 42
@@ -44,6 +48,38 @@ class ShareCoordinator:
         self.sessions = ShareSessionCache()
         # Group configs (Kafka's GroupConfig): share.auto.offset.reset, by group id.
         self.group_configs: dict[str, dict[str, str]] = {}
+        # Durable share-partition state in __share_group_state (server/share/persister.py).
+        self.persister = ShareStatePersister(broker)
+
+    async def start(self) -> None:
+        """Replay ``__share_group_state``: every share-partition comes back with its start offset,
+        acknowledged/archived records and delivery counts; its group comes back empty (members
+        rejoin: their heartbeats answer UNKNOWN_MEMBER_ID)."""
+        states = await self.broker.run_blocking(self.persister.load)
+        for key, st in states.items():
+            sp = self.share_partitions[key] = self._new_partition(st.start_offset)
+            self.persister.restore(key, st, sp)
+            self.groups.setdefault(key[0], ShareGroup(key[0]))
+        if states:
+            log.info("replayed the state of %d share-partitions from __share_group_state", len(states))
+
+    def _new_partition(self, start_offset: int) -> SharePartition:
+        return SharePartition(
+            start_offset,
+            lock_duration_ms=self.lock_duration_ms,
+            delivery_count_limit=self._config("group.share.delivery.count.limit", 5),
+            max_in_flight_records=self._config("group.share.partition.max.record.locks", 200),
+        )
+
+    def persist(self, key: tuple[str, uuid.UUID, int]) -> None:
+        """Write the share-partition's state if it changed (Kafka's WriteShareGroupState)."""
+        sp = self.share_partitions.get(key)
+        if sp is not None:
+            self.persister.write(key, sp)
+
+    def _persist_group(self, group_id: str) -> None:
+        for key in [k for k in self.share_partitions if k[0] == group_id]:
+            self.persist(key)
 
     # ---- configs ---------------------------------------------------------------------------
 
@@ -144,6 +180,7 @@ class ShareCoordinator:
         for (gid, _, _), sp in self.share_partitions.items():
             if gid == group.group_id:
                 sp.release_member(member_id)
+        self._persist_group(group.group_id)
         group.compute_assignment(self._subscription_metadata(group))
 
     # ---- share-partitions ------------------------------------------------------------------
@@ -161,28 +198,22 @@ class ShareCoordinator:
             return None
         reset = self.group_configs.get(group_id, {}).get(SHARE_AUTO_OFFSET_RESET, "latest")
         start = lg.log_start_offset if reset == "earliest" else lg.high_watermark
-        sp = self.share_partitions[key] = SharePartition(
-            start,
-            lock_duration_ms=self.lock_duration_ms,
-            delivery_count_limit=self._config("group.share.delivery.count.limit", 5),
-            max_in_flight_records=self._config("group.share.partition.max.record.locks", 200),
-        )
+        sp = self.share_partitions[key] = self._new_partition(start)
+        self.persister.write(key, sp, snapshot=True)  # Kafka's InitializeShareGroupState
         return sp
 
     def reset_share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> None:
         """AlterShareGroupOffsets: the share-partition starts at ``start_offset`` with nothing in flight."""
         self.groups.setdefault(group_id, ShareGroup(group_id))
-        self.share_partitions[(group_id, topic_id, partition)] = SharePartition(
-            start_offset,
-            lock_duration_ms=self.lock_duration_ms,
-            delivery_count_limit=self._config("group.share.delivery.count.limit", 5),
-            max_in_flight_records=self._config("group.share.partition.max.record.locks", 200),
-        )
+        key = (group_id, topic_id, partition)
+        sp = self.share_partitions[key] = self._new_partition(start_offset)
+        self.persister.write(key, sp, snapshot=True)
 
     def delete_share_partitions(self, group_id: str, topic_id: uuid.UUID | None = None) -> None:
         """DeleteShareGroupOffsets (one topic) or DeleteGroups (every topic): the state goes."""
         for key in [k for k in self.share_partitions if k[0] == group_id and (topic_id is None or k[1] == topic_id)]:
             del self.share_partitions[key]
+            self.persister.delete(key)
 
     # ---- ListGroups, DeleteGroups (through the group coordinator's facade) --------------------
 
@@ -218,8 +249,9 @@ class ShareCoordinator:
 
     def expire_locks(self, now_ms: int | None = None) -> None:
         now = _now_ms() if now_ms is None else now_ms
-        for sp in self.share_partitions.values():
-            sp.expire_locks(now)
+        for key, sp in self.share_partitions.items():
+            if sp.expire_locks(now):
+                self.persister.write(key, sp)
 
     def next_lock_deadline(self, group_id: str) -> int | None:
         deadlines = [d for (g, _, _), sp in self.share_partitions.items() if g == group_id
@@ -231,7 +263,9 @@ class ShareCoordinator:
         sp = self.share_partition(group_id, topic_id, partition)
         if sp is None:
             return []
-        return sp.acquire(member_id, batches, max_records, _now_ms(), record_limit=record_limit)
+        acquired = sp.acquire(member_id, batches, max_records, _now_ms(), record_limit=record_limit)
+        self.persist((group_id, topic_id, partition))
+        return acquired
 
     def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
                     batches: list[tuple[int, int, list[int]]]) -> int:
@@ -240,11 +274,14 @@ class ShareCoordinator:
             return 3  # UNKNOWN_TOPIC_OR_PARTITION
         now = _now_ms()
         sp.expire_locks(now)  # a record whose lock ran out is no longer the member's to acknowledge
-        for first, last, types in batches:
-            code = sp.acknowledge(member_id, first, last, types, now)
-            if code:
-                return code
-        return NONE
+        try:
+            for first, last, types in batches:
+                code = sp.acknowledge(member_id, first, last, types, now)
+                if code:
+                    return code
+            return NONE
+        finally:
+            self.persist((group_id, topic_id, partition))
 
     def release_session(self, group_id: str, member_id: str) -> None:
         """The member closed its share session (epoch -1): its acquired records go back."""
@@ -252,6 +289,7 @@ class ShareCoordinator:
         for (gid, _, _), sp in self.share_partitions.items():
             if gid == group_id:
                 sp.release_member(member_id)
+        self._persist_group(group_id)
 
     # ---- ShareGroupDescribe ----------------------------------------------------------------
 

@@ -1,0 +1,217 @@
+"""ShareStatePersister: share-partition state kept in ``__share_group_state`` (Kafka's share
+coordinator and its ShareCoordinatorShard, on the same broker).
+
+Every change of a share-partition's durable state (start offset, acknowledged/archived records,
+delivery counts of released records) is appended through the ReplicaManager's PartitionWriter
+as a ShareUpdate record of the share-partition's key, and every
+``share.coordinator.snapshot.update.records.per.snapshot`` updates (and on initialization or an
+offset reset) as a ShareSnapshot. Acquired records are written as AVAILABLE with the delivery
+count they had before the acquisition, as Kafka persists nothing at acquisition: after a
+restart (or kill -9) the records that were not acknowledged are delivered again, the
+acknowledged ones never. At start the topic is replayed (snapshot replaces, update overlays,
+tombstone deletes) into SharePartitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kafka_sidecar.storage.log_config import validate_topic_configs
+
+from ..groups.records import build_batch
+from ..transactions.records import replay_log
+from .partition import InFlightRecord, RecordState, SharePartition
+from .records import (
+    SHARE_GROUP_STATE_TOPIC,
+    SHARE_SNAPSHOT_TYPE,
+    SHARE_UPDATE_TYPE,
+    ShareStateValue,
+    StateBatch,
+    decode_share_key,
+    decode_value,
+    partition_for,
+    share_key,
+    snapshot_value,
+    update_value,
+)
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger(__name__)
+
+SharePartitionKey = tuple[str, uuid.UUID, int]
+# Persisted view of one share-partition: (start offset, state batches).
+PersistedState = tuple[int, tuple[StateBatch, ...]]
+
+
+@dataclass
+class _Written:
+    """What was last written for a share-partition, and how many updates since its snapshot."""
+
+    state: PersistedState
+    snapshot_epoch: int
+    updates: int
+    create_timestamp: int
+
+
+@dataclass
+class ReplayedState:
+    """One share-partition's state as the replay leaves it (offset -> (state, delivery count))."""
+
+    start_offset: int
+    snapshot_epoch: int
+    create_timestamp: int
+    records: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def persisted_state(sp: SharePartition) -> PersistedState:
+    """The durable view of ``sp``: ACQUIRED written as AVAILABLE at the count before acquisition;
+    runs of never-delivered AVAILABLE records left out (they read as new after a restart)."""
+    batches: list[StateBatch] = []
+    for offset in sorted(o for o in sp.records if o >= sp.start_offset):
+        rec = sp.records[offset]
+        if rec.state == RecordState.ACQUIRED:
+            state, count = int(RecordState.AVAILABLE), rec.delivery_count - 1
+        else:
+            state, count = int(rec.state), rec.delivery_count
+        if state == RecordState.AVAILABLE and count == 0:
+            continue
+        last = batches[-1] if batches else None
+        if last is not None and last.last_offset + 1 == offset and (last.delivery_state, last.delivery_count) == (state, count):
+            batches[-1] = StateBatch(last.first_offset, offset, state, count)
+        else:
+            batches.append(StateBatch(offset, offset, state, count))
+    return sp.start_offset, tuple(batches)
+
+
+class ShareStatePersister:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.written: dict[SharePartitionKey, _Written] = {}
+
+    def _config(self, name: str, default: int) -> int:
+        value = self.broker.config.get(name)
+        return default if value is None else int(value)
+
+    @property
+    def num_partitions(self) -> int:
+        info = self.broker.log_manager.topics.get(SHARE_GROUP_STATE_TOPIC)
+        if info is not None:
+            return info.partitions
+        return self._config("share.coordinator.state.topic.num.partitions", 50)
+
+    async def ensure_topic(self) -> None:
+        """Create ``__share_group_state`` the first time a share group needs it (as Kafka's share
+        coordinator does): cleanup.policy=delete, retention.ms=-1 (Kafka prunes it by offsets)."""
+        lm = self.broker.log_manager
+        if SHARE_GROUP_STATE_TOPIC in lm.topics:
+            return
+        configs = validate_topic_configs({
+            "cleanup.policy": "delete",
+            "retention.ms": "-1",
+            "compression.type": "producer",
+            "segment.bytes": str(self._config("share.coordinator.state.topic.segment.bytes", 104857600)),
+        })
+        if SHARE_GROUP_STATE_TOPIC not in lm.topics:
+            try:
+                await self.broker.run_blocking(lm.create_topic, SHARE_GROUP_STATE_TOPIC, self.num_partitions, configs)
+            except FileExistsError:
+                pass
+
+    # ---- writing ---------------------------------------------------------------------------
+
+    def write(self, key: SharePartitionKey, sp: SharePartition, *, snapshot: bool = False) -> None:
+        """Append the share-partition's state if it changed since the last write: a ShareUpdate,
+        or a ShareSnapshot when asked, on the first write or after enough updates."""
+        state = persisted_state(sp)
+        last = self.written.get(key)
+        if last is not None and last.state == state and not snapshot:
+            return
+        now = int(time.time() * 1000)
+        per_snapshot = self._config("share.coordinator.snapshot.update.records.per.snapshot", 500)
+        start, batches = state
+        if last is None or snapshot or last.updates >= per_snapshot:
+            epoch = 0 if last is None else last.snapshot_epoch + 1
+            created = now if last is None else last.create_timestamp
+            value = ShareStateValue(epoch, 0, start, list(batches), 0, created, now)
+            record = (share_key(SHARE_SNAPSHOT_TYPE, *key), snapshot_value(value))
+            written = _Written(state, epoch, 0, created)
+        else:
+            value = ShareStateValue(last.snapshot_epoch, 0, start, list(batches))
+            record = (share_key(SHARE_UPDATE_TYPE, *key), update_value(value))
+            written = _Written(state, last.snapshot_epoch, last.updates + 1, last.create_timestamp)
+        if self._append(key, [record]):
+            self.written[key] = written
+
+    def delete(self, key: SharePartitionKey) -> None:
+        """Tombstones for both record keys of the share-partition (group or offsets deleted)."""
+        if self.written.pop(key, None) is None:
+            return
+        self._append(key, [(share_key(SHARE_SNAPSHOT_TYPE, *key), None), (share_key(SHARE_UPDATE_TYPE, *key), None)])
+
+    def _append(self, key: SharePartitionKey, records: list[tuple[bytes, bytes | None]]) -> bool:
+        partition = partition_for(*key, self.num_partitions)
+        rm = self.broker.replica_manager
+        if rm.get_log(SHARE_GROUP_STATE_TOPIC, partition) is None:
+            log.warning("%s-%d is not there: share-partition state of %s not written", SHARE_GROUP_STATE_TOPIC, partition, key)
+            return False
+        try:
+            rm.append_batch(SHARE_GROUP_STATE_TOPIC, partition, bytearray(build_batch(records, int(time.time() * 1000))))
+        except Exception:
+            log.exception("cannot append to %s-%d", SHARE_GROUP_STATE_TOPIC, partition)
+            return False
+        return True
+
+    # ---- replay ----------------------------------------------------------------------------
+
+    def load(self) -> dict[SharePartitionKey, ReplayedState]:
+        """Replay every partition of the state topic (storage thread, before serving)."""
+        states: dict[SharePartitionKey, ReplayedState] = {}
+        info = self.broker.log_manager.topics.get(SHARE_GROUP_STATE_TOPIC)
+        if info is None:
+            return states
+
+        def apply(_offset: int, _pid: int, _epoch: int, key: bytes | None, value: bytes | None, marker: int | None) -> bool:
+            if marker is not None or key is None:
+                return False
+            decoded = decode_share_key(key)
+            if decoded is None:
+                return False
+            record_type, group_id, topic_id, partition = decoded
+            k = (group_id, topic_id, partition)
+            if value is None:
+                states.pop(k, None)
+                return True
+            v = decode_value(record_type, value)
+            st = states.get(k)
+            if record_type == SHARE_SNAPSHOT_TYPE or st is None:
+                st = states[k] = ReplayedState(v.start_offset, v.snapshot_epoch, v.create_timestamp)
+            elif v.start_offset >= 0:
+                st.start_offset = v.start_offset
+            for b in v.state_batches:
+                for o in range(b.first_offset, b.last_offset + 1):
+                    st.records[o] = (b.delivery_state, b.delivery_count)
+            st.records = {o: r for o, r in st.records.items() if o >= st.start_offset}
+            return True
+
+        for p in range(info.partitions):
+            lg = self.broker.log_manager.get_log(SHARE_GROUP_STATE_TOPIC, p)
+            if lg is not None:
+                replay_log(lg, apply)
+        return states
+
+    def restore(self, key: SharePartitionKey, st: ReplayedState, sp: SharePartition) -> None:
+        """Fill ``sp`` (created at ``st.start_offset``) with the replayed records."""
+        if st.records:
+            end = max(st.records) + 1
+            for o in range(st.start_offset, end):
+                state, count = st.records.get(o, (int(RecordState.AVAILABLE), 0))
+                sp.records[o] = InFlightRecord(RecordState(state), count)
+            sp.next_fetch_offset_new = end
+        sp._advance_start_offset()
+        self.written[key] = _Written(persisted_state(sp), st.snapshot_epoch, 0, st.create_timestamp)
