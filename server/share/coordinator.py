@@ -68,7 +68,7 @@ class ShareCoordinator:
             start_offset,
             lock_duration_ms=self.lock_duration_ms,
             delivery_count_limit=self._config("group.share.delivery.count.limit", 5),
-            max_in_flight_records=self._config("group.share.partition.max.record.locks", 200),
+            max_in_flight_records=self._config("group.share.partition.max.record.locks", 2000),
         )
 
     def persist(self, key: tuple[str, uuid.UUID, int]) -> None:
