@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .records import encode_uvarint as _uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihqqq")  # index, error, high watermark, last stable offset, log start offset
@@ -48,15 +50,6 @@ class FetchTopic:
     name: str
     topic_id: uuid.UUID
     partitions: list[FetchPartition] = field(default_factory=list)
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _records_size(records: Any) -> int:

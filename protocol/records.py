@@ -326,11 +326,11 @@ class _Malformed(Exception):
 
 def _zigzag(n: int) -> bytes:
     """Zigzag LEB128 of ``n`` (any int64)."""
-    return _uvarint((n << 1) if n >= 0 else ((-n) << 1) - 1)
+    return encode_uvarint((n << 1) if n >= 0 else ((-n) << 1) - 1)
 
 
-def _uvarint(v: int) -> bytes:
-    """LEB128 of ``v`` >= 0 (a zigzag value)."""
+def encode_uvarint(v: int) -> bytes:
+    """LEB128 of ``v`` >= 0 (Kafka's unsigned varint: a zigzag value, a compact length)."""
     if v < 0x80:
         return _ENC1[v]
     out = bytearray()
@@ -823,7 +823,7 @@ def encode_columns(
             out.append((v & 0x7F) | 0x80)
             out.append(v >> 7)
         else:
-            out += _uvarint(v)
+            out += encode_uvarint(v)
         out += b"\x00"  # attributes
         if tv < 0x80:
             out += enc1[tv]
@@ -831,21 +831,21 @@ def encode_columns(
             out.append((tv & 0x7F) | 0x80)
             out.append(tv >> 7)
         else:
-            out += _uvarint(tv)
+            out += encode_uvarint(tv)
         if ov < 0x80:
             out += enc1[ov]
         elif ov < 0x4000:
             out.append((ov & 0x7F) | 0x80)
             out.append(ov >> 7)
         else:
-            out += _uvarint(ov)
+            out += encode_uvarint(ov)
         if kv < 0x80:
             out += enc1[kv]
         elif kv < 0x4000:
             out.append((kv & 0x7F) | 0x80)
             out.append(kv >> 7)
         else:
-            out += _uvarint(kv)
+            out += encode_uvarint(kv)
         if key is not None:
             out += key
         if vv < 0x80:
@@ -854,7 +854,7 @@ def encode_columns(
             out.append((vv & 0x7F) | 0x80)
             out.append(vv >> 7)
         else:
-            out += _uvarint(vv)
+            out += encode_uvarint(vv)
         if value is not None:
             out += value
         if hdrs:

@@ -27,6 +27,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kafka_sidecar.protocol.records import encode_uvarint as _uvarint
+
 from .consumer_group import ConsumerGroupMember, MemberState, Partitions
 from .records import RecordFormatError, _Reader
 
@@ -84,15 +86,6 @@ def decode_consumer_key(key: bytes) -> ConsumerGroupKey | None:
 
 
 # ---- values (flexible, version 0) ------------------------------------------------------
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _cstring(s: str | None) -> bytes:
