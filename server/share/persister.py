@@ -57,6 +57,7 @@ class _Written:
     snapshot_epoch: int
     updates: int
     create_timestamp: int
+    snapshot_offset: int = -1  # where its last ShareSnapshot is in the state topic
 
 
 @dataclass
@@ -67,6 +68,7 @@ class ReplayedState:
     snapshot_epoch: int
     create_timestamp: int
     records: dict[int, tuple[int, int]] = field(default_factory=dict)
+    snapshot_offset: int = -1
 
 
 def persisted_state(sp: SharePartition) -> PersistedState:
@@ -95,7 +97,10 @@ class ShareStatePersister:
         self.written: dict[SharePartitionKey, _Written] = {}
 
     def _config(self, name: str, default: int) -> int:
+        # share.coordinator.* are not typed in server/config.py yet: a given value is in originals.
         value = self.broker.config.get(name)
+        if value is None:
+            value = self.broker.config.originals.get(name)
         return default if value is None else int(value)
 
     @property
@@ -139,14 +144,27 @@ class ShareStatePersister:
             epoch = 0 if last is None else last.snapshot_epoch + 1
             created = now if last is None else last.create_timestamp
             value = ShareStateValue(epoch, 0, start, list(batches), 0, created, now)
-            record = (share_key(SHARE_SNAPSHOT_TYPE, *key), snapshot_value(value))
-            written = _Written(state, epoch, 0, created)
+            offset = self._append(key, [(share_key(SHARE_SNAPSHOT_TYPE, *key), snapshot_value(value))])
+            if offset >= 0:
+                self.written[key] = _Written(state, epoch, 0, created, offset)
+                self._prune(partition_for(*key, self.num_partitions))
         else:
             value = ShareStateValue(last.snapshot_epoch, 0, start, list(batches))
-            record = (share_key(SHARE_UPDATE_TYPE, *key), update_value(value))
-            written = _Written(state, last.snapshot_epoch, last.updates + 1, last.create_timestamp)
-        if self._append(key, [record]):
-            self.written[key] = written
+            if self._append(key, [(share_key(SHARE_UPDATE_TYPE, *key), update_value(value))]) >= 0:
+                self.written[key] = _Written(state, last.snapshot_epoch, last.updates + 1, last.create_timestamp,
+                                             last.snapshot_offset)
+
+    def _prune(self, partition: int) -> None:
+        """Kafka's share coordinator prunes its state topic by offsets (cleanup.policy=delete,
+        no retention): records before the oldest last snapshot of the share-partitions kept in
+        this partition are not needed by a replay, so the log start moves there."""
+        n = self.num_partitions
+        offsets = [w.snapshot_offset for k, w in self.written.items() if partition_for(*k, n) == partition]
+        if not offsets or min(offsets) < 0:
+            return
+        lg = self.broker.replica_manager.get_log(SHARE_GROUP_STATE_TOPIC, partition)
+        if lg is not None and min(offsets) > lg.log_start_offset:
+            self.broker.replica_manager.delete_records(SHARE_GROUP_STATE_TOPIC, partition, min(offsets))
 
     def delete(self, key: SharePartitionKey) -> None:
         """Tombstones for both record keys of the share-partition (group or offsets deleted)."""
@@ -154,18 +172,19 @@ class ShareStatePersister:
             return
         self._append(key, [(share_key(SHARE_SNAPSHOT_TYPE, *key), None), (share_key(SHARE_UPDATE_TYPE, *key), None)])
 
-    def _append(self, key: SharePartitionKey, records: list[tuple[bytes, bytes | None]]) -> bool:
+    def _append(self, key: SharePartitionKey, records: list[tuple[bytes, bytes | None]]) -> int:
+        """Append ``records`` as one batch to the key's partition: the first offset, -1 if not written."""
         partition = partition_for(*key, self.num_partitions)
         rm = self.broker.replica_manager
         if rm.get_log(SHARE_GROUP_STATE_TOPIC, partition) is None:
             log.warning("%s-%d is not there: share-partition state of %s not written", SHARE_GROUP_STATE_TOPIC, partition, key)
-            return False
+            return -1
         try:
-            rm.append_batch(SHARE_GROUP_STATE_TOPIC, partition, bytearray(build_batch(records, int(time.time() * 1000))))
+            info = rm.append_batch(SHARE_GROUP_STATE_TOPIC, partition, bytearray(build_batch(records, int(time.time() * 1000))))
         except Exception:
             log.exception("cannot append to %s-%d", SHARE_GROUP_STATE_TOPIC, partition)
-            return False
-        return True
+            return -1
+        return info.first_offset
 
     # ---- replay ----------------------------------------------------------------------------
 
@@ -176,7 +195,7 @@ class ShareStatePersister:
         if info is None:
             return states
 
-        def apply(_offset: int, _pid: int, _epoch: int, key: bytes | None, value: bytes | None, marker: int | None) -> bool:
+        def apply(offset: int, _pid: int, _epoch: int, key: bytes | None, value: bytes | None, marker: int | None) -> bool:
             if marker is not None or key is None:
                 return False
             decoded = decode_share_key(key)
@@ -191,6 +210,8 @@ class ShareStatePersister:
             st = states.get(k)
             if record_type == SHARE_SNAPSHOT_TYPE or st is None:
                 st = states[k] = ReplayedState(v.start_offset, v.snapshot_epoch, v.create_timestamp)
+                if record_type == SHARE_SNAPSHOT_TYPE:
+                    st.snapshot_offset = offset
             elif v.start_offset >= 0:
                 st.start_offset = v.start_offset
             for b in v.state_batches:
@@ -214,4 +235,4 @@ class ShareStatePersister:
                 sp.records[o] = InFlightRecord(RecordState(state), count)
             sp.next_fetch_offset_new = end
         sp._advance_start_offset()
-        self.written[key] = _Written(persisted_state(sp), st.snapshot_epoch, 0, st.create_timestamp)
+        self.written[key] = _Written(persisted_state(sp), st.snapshot_epoch, 0, st.create_timestamp, st.snapshot_offset)

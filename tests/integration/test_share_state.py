@@ -101,3 +101,31 @@ def test_kill_9_keeps_acknowledgements(tmp_path) -> None:
     finally:
         if server.proc is not None and server.proc.poll() is None:
             server.kill()
+
+
+def test_state_topic_is_pruned_below_the_snapshots() -> None:
+    """A ShareSnapshot every 2 updates: the state topic's log start moves up to the oldest snapshot
+    still needed, and a restart reads the state back from what is left."""
+    from kafka_sidecar.server.share.records import partition_for
+
+    topic, group = f"pr-{uuid.uuid4().hex[:6]}", "pg"
+    b = EmbeddedBroker({"share.coordinator.snapshot.update.records.per.snapshot": 2,
+                        "share.coordinator.state.topic.num.partitions": 3}).start()
+    try:
+        with Wire(b.bootstrap_servers) as w:
+            w.create_topic(topic)
+            topic_id = w.metadata([topic])["topics"][0]["topic_id"]
+            assert _join(w, group, "m1", topic)["error_code"] == 0
+            assert w.produce(topic, batch([b"v%d" % i for i in range(20)]))["error"] == 0
+            assert _fetch(w, group, "m1", 0, topic_id) == [(0, 19, 1)]
+            for i in range(10):  # one acknowledgement, one state write, each time
+                _fetch(w, group, "m1", i + 1, topic_id, [_ack(i, i, ACCEPT)])
+            state = partition_for(group, topic_id, 0, 3)
+            start, end = w.offsets("__share_group_state", state)
+            assert 0 < start < end, (start, end)
+        b.restart()
+        with Wire(b.bootstrap_servers) as w:
+            assert _join(w, group, "m1", topic)["error_code"] == 0
+            assert _fetch(w, group, "m1", 0, topic_id) == [(10, 19, 1)]
+    finally:
+        b.stop()
