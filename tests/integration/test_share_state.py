@@ -129,3 +129,39 @@ def test_state_topic_is_pruned_below_the_snapshots() -> None:
             assert _fetch(w, group, "m1", 0, topic_id) == [(10, 19, 1)]
     finally:
         b.stop()
+
+
+def test_java_share_consumer_after_a_restart(tmp_path) -> None:
+    """Kafka's own kafka-console-share-consumer.sh: records it received (and so acknowledged) before a
+    broker restart are not delivered again after it; records produced since are, once."""
+    import pytest
+
+    from bench.reference import find_java, find_kafka_home
+    from tests.integration.test_share_groups import _share_consumer
+
+    home = find_kafka_home()
+    if find_java() is None or home is None:
+        pytest.skip("needs Java and Kafka 4.3.1 (KAFKA_HOME or make reference)")
+    topic, group = "jr", "jrg"
+    b = EmbeddedBroker().start()
+    try:
+        with Wire(b.bootstrap_servers) as w:
+            w.create_topic(topic)
+            topic_id = w.metadata([topic])["topics"][0]["topic_id"]
+            # The share-partition starts at offset 0 (an empty topic, share.auto.offset.reset=latest).
+            assert _join(w, group, "init", topic)["error_code"] == 0
+            w.call(76, 1, {"group_id": group, "member_id": "init", "member_epoch": -1, "rack_id": None, "subscribed_topic_names": None})
+            assert w.produce(topic, batch([b"a%d" % i for i in range(200)]))["error"] == 0
+        first = _share_consumer(home, b.bootstrap_servers, topic, group, tmp_path)
+        out, _ = first.communicate(timeout=120)
+        assert sorted(line for line in out.splitlines() if line.startswith("a")) == sorted(f"a{i}" for i in range(200))
+        b.restart()
+        with Wire(b.bootstrap_servers) as w:
+            assert w.produce(topic, batch([b"b%d" % i for i in range(5)]))["error"] == 0
+            offsets = w.call(90, 1, {"groups": [{"group_id": group, "topics": None}]})["groups"][0]["topics"]
+            assert [(t["topic_id"], [p["start_offset"] for p in t["partitions"]]) for t in offsets] == [(topic_id, [200])]
+        second = _share_consumer(home, b.bootstrap_servers, topic, group, tmp_path)
+        out, _ = second.communicate(timeout=120)
+        assert [line for line in out.splitlines() if line[:1] in ("a", "b")] == [f"b{i}" for i in range(5)]
+    finally:
+        b.stop()
