@@ -19,6 +19,8 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
+from kafka_sidecar.protocol.records import encode_uvarint
+
 from ..groups.records import RecordFormatError, _Reader, java_string_hash
 
 SHARE_GROUP_STATE_TOPIC = "__share_group_state"
@@ -67,15 +69,6 @@ def partition_for(group_id: str, topic_id: uuid.UUID, partition: int, num_partit
     return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def share_key(record_type: int, group_id: str, topic_id: uuid.UUID, partition: int) -> bytes:
     g = group_id.encode("utf-8")
     return _I16.pack(record_type) + _I16.pack(len(g)) + g + topic_id.bytes + _I32.pack(partition)
@@ -94,7 +87,7 @@ def decode_share_key(key: bytes) -> tuple[int, str, uuid.UUID, int] | None:
 
 def _batches(batches: list[StateBatch]) -> bytes:
     # Each StateBatch is a flexible struct: its fields, then no tagged fields.
-    return _uvarint(len(batches) + 1) + b"".join(
+    return encode_uvarint(len(batches) + 1) + b"".join(
         _BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) + b"\x00" for b in batches)
 
 
