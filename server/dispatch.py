@@ -154,10 +154,10 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(30, "CreateAcls", 1, 3, acls.handle_create_acls),
         ApiSpec(31, "DeleteAcls", 1, 3, acls.handle_delete_acls),
         # Share groups, KIP-932 (server/apis/share.py, server/share): Kafka 4.3's version ranges.
-        ApiSpec(76, "ShareGroupHeartbeat", 1, 1, share.handle_share_group_heartbeat),
+        ApiSpec(76, "ShareGroupHeartbeat", 1, 1, share.handle_share_group_heartbeat, coordinator_write=True),
         ApiSpec(77, "ShareGroupDescribe", 1, 1, share.handle_share_group_describe),
-        ApiSpec(78, "ShareFetch", 1, 2, share.handle_share_fetch),
-        ApiSpec(79, "ShareAcknowledge", 1, 2, share.handle_share_acknowledge),
+        ApiSpec(78, "ShareFetch", 1, 2, share.handle_share_fetch, coordinator_write=True),
+        ApiSpec(79, "ShareAcknowledge", 1, 2, share.handle_share_acknowledge, coordinator_write=True),
         ApiSpec(90, "DescribeShareGroupOffsets", 0, 1, share.handle_describe_share_group_offsets),
         ApiSpec(91, "AlterShareGroupOffsets", 0, 0, share.handle_alter_share_group_offsets, coordinator_write=True),
         ApiSpec(92, "DeleteShareGroupOffsets", 0, 0, share.handle_delete_share_group_offsets, coordinator_write=True),
