@@ -16,6 +16,8 @@ class Terminal(io.StringIO):
 
 def test_a_log_line_never_lands_on_the_bar():
     out = Terminal()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     setup_logging("INFO", "plain", stream=out)
     try:
         p = Progress("loading logs", 4, delay=0)
@@ -26,7 +28,13 @@ def test_a_log_line_never_lands_on_the_bar():
         p.finish()
         logging.getLogger("kafka_sidecar.test").warning("after")
     finally:
-        setup_logging("INFO", "plain")
+        # Put back the session's handlers: a handler on this test's (captured, later closed)
+        # stderr would fail every log line after it, up to py4j's at interpreter exit.
+        for h in list(root.handlers):
+            root.removeHandler(h)
+        for h in handlers:
+            root.addHandler(h)
+        root.setLevel(level)
     text = out.getvalue()
     # Every log line starts at the beginning of a cleared line and ends with its newline.
     before, _, rest = text.partition("a line while loading")
