@@ -153,14 +153,24 @@ def _fetch_once(broker: Broker, session: ShareSession, max_records: int, max_byt
     return out
 
 
-async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    coordinator = _coordinator(broker)
-    group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
+async def _check_share_request(broker: Broker, conn: Connection, header: RequestHeader,
+                               group_id: str | None, member_id: str | None) -> dict[str, Any] | None:
+    """What ShareFetch and ShareAcknowledge check first: the ids given, READ on the group, then
+    the share-state topic ready. The error answer, or None to go on."""
     if not group_id or not member_id:
         return _session_error(errors.INVALID_REQUEST)
     if not _may_read_group(broker, conn, header, group_id):
         return _session_error(GROUP_AUTHORIZATION_FAILED)
-    await coordinator.persister.ensure_topic()
+    await _coordinator(broker).persister.ensure_topic()
+    return None
+
+
+async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    coordinator = _coordinator(broker)
+    group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
+    refused = await _check_share_request(broker, conn, header, group_id, member_id)
+    if refused is not None:
+        return refused
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if epoch == INITIAL_EPOCH:
         if has_acks:
@@ -207,11 +217,9 @@ async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHe
 async def handle_share_acknowledge(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
     coordinator = _coordinator(broker)
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
-    if not group_id or not member_id:
-        return _session_error(errors.INVALID_REQUEST)
-    if not _may_read_group(broker, conn, header, group_id):
-        return _session_error(GROUP_AUTHORIZATION_FAILED)
-    await coordinator.persister.ensure_topic()
+    refused = await _check_share_request(broker, conn, header, group_id, member_id)
+    if refused is not None:
+        return refused
     if epoch == INITIAL_EPOCH:
         # ShareAcknowledge never opens a session (Kafka: INVALID_SHARE_SESSION_EPOCH).
         return _session_error(123)

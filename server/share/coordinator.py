@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .group import SIMPLE_ASSIGNOR, ShareGroup, ShareGroupMember
 from .partition import AcquiredRecords, SharePartition
-from .persister import ShareStatePersister
+from .persister import ShareStatePersister, share_config
 from .session import ShareSessionCache
 
 if TYPE_CHECKING:
@@ -84,12 +84,7 @@ class ShareCoordinator:
     # ---- configs ---------------------------------------------------------------------------
 
     def _config(self, name: str, default: int) -> int:
-        # group.share.* are not in server/config.py's BROKER_CONFIGS yet: the value given
-        # (originals keeps it, with an "unknown config" warning) is read here, else Kafka's default.
-        value = self.broker.config.get(name)
-        if value is None:
-            value = self.broker.config.originals.get(name)
-        return default if value is None else int(value)
+        return share_config(self.broker, name, default)
 
     @property
     def lock_duration_ms(self) -> int:

@@ -91,17 +91,22 @@ def persisted_state(sp: SharePartition) -> PersistedState:
     return sp.start_offset, tuple(batches)
 
 
+def share_config(broker: Broker, name: str, default: int) -> int:
+    """A share setting: typed in server/config.py (group.share.*), else as given (originals:
+    share.coordinator.* are not typed yet), else Kafka's default."""
+    value = broker.config.get(name)
+    if value is None:
+        value = broker.config.originals.get(name)
+    return default if value is None else int(value)
+
+
 class ShareStatePersister:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.written: dict[SharePartitionKey, _Written] = {}
 
     def _config(self, name: str, default: int) -> int:
-        # share.coordinator.* are not typed in server/config.py yet: a given value is in originals.
-        value = self.broker.config.get(name)
-        if value is None:
-            value = self.broker.config.originals.get(name)
-        return default if value is None else int(value)
+        return share_config(self.broker, name, default)
 
     @property
     def num_partitions(self) -> int:
