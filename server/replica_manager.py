@@ -38,6 +38,8 @@ from kafka_sidecar.storage.txn_index import AbortedTxn
 from .delayed_fetch import DelayedFetchPurgatory, TopicPartition
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from kafka_sidecar.storage.log_manager import LogManager
 
     from .metrics import Metrics
@@ -127,6 +129,19 @@ class ReplicaManager:
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """DeleteRecords: move the log start offset; returns the new low watermark."""
         return self.log_manager.delete_records(topic, partition, offset)
+
+    async def delete_topic(self, name: str) -> list[Path]:
+        """Kafka's stopReplicas(delete=true) for every partition of ``name``: detached on the loop
+        (no append or read reaches them after this), parked fetches woken, flushes in flight
+        awaited, then closed and renamed on the storage thread (never an fsync on the loop).
+        Returns the renamed dirs, removed later."""
+        info, logs = self.log_manager.detach_topic(name)
+        for lg in logs:
+            self.purgatory.try_complete(lg.topic, lg.partition)
+        flushing = [f for lg in logs if (f := self._flushing.get((lg.topic, lg.partition))) is not None]
+        if flushing:
+            await asyncio.wait(flushing)
+        return await self._run(lambda: self.log_manager.finish_topic_deletion(info, logs))
 
     # ---- durability ----------------------------------------------------------------------
 

@@ -163,6 +163,7 @@ class LogManager:
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
         self.logs: dict[tuple[str, int], Log] = {}
+        self._deleting: set[str] = set()  # topics detached whose dirs are not renamed yet
         self.cluster_id = ""
         self.directory_id = ""
         self._lock_fd: int | None = None
@@ -379,7 +380,7 @@ class LogManager:
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, Any] | None = None) -> TopicInfo:
         with self._lock:
-            if name in self.topics:
+            if name in self.topics or name in self._deleting:
                 raise FileExistsError(name)
             info = TopicInfo(name, new_kafka_uuid(), partitions, dict(configs or {}))
             for p in range(partitions):
@@ -414,28 +415,46 @@ class LogManager:
             return info
 
     def delete_topic(self, name: str) -> list[Path]:
-        """Detach a topic and rename its dirs ``<dir>.<uuid>-delete``; returns them for removal."""
+        """Delete a topic at once (both steps below); returns its renamed dirs for removal."""
+        info, logs = self.detach_topic(name)
+        return self.finish_topic_deletion(info, logs)
+
+    def detach_topic(self, name: str) -> tuple[TopicInfo, list[Log]]:
+        """First step of a deletion, cheap enough for the event loop: the topic and its logs
+        leave the maps, so no new append or read reaches them; the name stays reserved
+        (``is_being_deleted``) until ``finish_topic_deletion`` has renamed its dirs."""
         with self._lock:
             info = self.topics.pop(name)
             self.topics_by_id.pop(info.topic_id, None)
-            renamed: list[Path] = []
+            logs = [lg for p in range(info.partitions) if (lg := self.logs.pop((name, p), None)) is not None]
+            self._deleting.add(name)
+            return info, logs
+
+    def is_being_deleted(self, name: str) -> bool:
+        return name in self._deleting
+
+    def finish_topic_deletion(self, info: TopicInfo, logs: list[Log]) -> list[Path]:
+        """Second step (blocking: the storage thread): stop cleaning, close the logs, rename
+        their dirs ``<dir>.<uuid>-delete`` and write the topics file without the topic."""
+        renamed: list[Path] = []
+        try:
             for p in range(info.partitions):
                 if self.cleaner is not None:
                     # Kafka aborts and pauses cleaning of a partition being deleted.
-                    self.cleaner.manager.abort_and_pause(name, p)
-                lg = self.logs.pop((name, p), None)
-                if self.cleaner is not None:
-                    self.cleaner.manager.remove(name, p)
-                    self.cleaner.manager.resume(name, p)
-                if lg is None:
-                    continue
+                    self.cleaner.manager.abort_and_pause(info.name, p)
+                    self.cleaner.manager.remove(info.name, p)
+                    self.cleaner.manager.resume(info.name, p)
+            for lg in logs:
                 lg.close(trim=False)
                 target = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
                 os.rename(lg.dir, target)
                 renamed.append(target)
-            self._write_topics_file()
-            log.info("deleted topic %s (%d partition dirs renamed for removal)", name, len(renamed))
-            return renamed
+            with self._lock:
+                self._write_topics_file()
+        finally:
+            self._deleting.discard(info.name)
+        log.info("deleted topic %s (%d partition dirs renamed for removal)", info.name, len(renamed))
+        return renamed
 
     @staticmethod
     def remove_dirs(paths: list[Path]) -> None:

@@ -116,6 +116,8 @@ def _create_one(broker: Broker, t: Any, validate_only: bool, describable: bool =
 
     if t.name in lm.topics:
         return fail(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+    if lm.is_being_deleted(t.name):  # its dirs are being renamed by a DeleteTopics in progress
+        return fail(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' is marked for deletion.")
     try:
         validate_topic_name(t.name)
     except InvalidTopicError as e:
@@ -265,7 +267,7 @@ async def handle_delete_topics(broker: Broker, conn: Connection, header: Request
         if not broker.config.get("delete.topic.enable"):
             responses.append({"name": name, "topic_id": info.topic_id, "error_code": errors.TOPIC_DELETION_DISABLED, "error_message": "Topic deletion is disabled."})
             continue
-        renamed = lm.delete_topic(name)
+        renamed = await broker.replica_manager.delete_topic(name)
         _remove_later(broker, renamed)
         broker.group_coordinator.on_topic_deleted(name)
         responses.append({"name": name, "topic_id": info.topic_id, "error_code": errors.NONE, "error_message": None})
