@@ -1,8 +1,8 @@
 """Consumer group APIs of the KIP-848 protocol: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69).
 
 The request side of ``server/groups/consumer_manager.py``: each handler turns the kio request into
-plain values, checks the ACLs Kafka's request handler checks (READ on the group for a heartbeat,
-DESCRIBE on each group described), and asks the coordinator.
+plain values, checks the ACLs Kafka's request handler checks (READ on the group and DESCRIBE on
+each subscribed topic for a heartbeat, DESCRIBE on each group described), and asks the coordinator.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from kafka_sidecar.protocol.messages import ms
 from ..groups.consumer_group import owned_partitions
 from ..groups.consumer_manager import HeartbeatRequest
 from ..security.acls import AclOperation, ResourceType
-from ..security.authorizer import GROUP_AUTHORIZATION_FAILED
+from ..security.authorizer import GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED
 from .groups import _context
 
 if TYPE_CHECKING:
@@ -28,6 +28,12 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 async def handle_consumer_group_heartbeat(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
     if not broker.authorizer.authorize(conn, header, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "member_id": None,
+                "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
+    az = broker.authorizer
+    names = request.subscribed_topic_names
+    if names and len(az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(set(names)):
+        # Kafka's KafkaApis: a member may only subscribe to topics it may DESCRIBE (no message)
+        return {"throttle_time": 0, "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": None, "member_id": None,
                 "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
     coordinator = broker.group_coordinator
     await coordinator.ensure_offsets_topic()
@@ -43,6 +49,8 @@ async def handle_consumer_group_heartbeat(broker: Broker, conn: Connection, head
         subscribed_topic_regex=request.subscribed_topic_regex,
         server_assignor=request.server_assignor,
         owned=owned_partitions(None if owned is None else [(t.topic_id, t.partitions) for t in owned]),
+        # regexes resolve to the topics this member may DESCRIBE (Kafka filters them quietly)
+        topic_authorized=lambda topic: az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, topic, log_denied=False),
     )
     response = dict(coordinator.consumer_group_heartbeat(_context(conn, header), req))
     response["throttle_time"] = 0

@@ -87,6 +87,15 @@ class ConsumerGroupMember:
         return replace(self, member_epoch=epoch, previous_member_epoch=self.member_epoch, **changes)  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True)
+class ResolvedRegularExpression:
+    """Kafka's ResolvedRegularExpression: the topics a regex matched, at which metadata version and when."""
+
+    topics: frozenset[str]
+    version: int
+    timestamp_ms: int
+
+
 @dataclass
 class ConsumerGroup:
     """A consumer group's state (Kafka's ConsumerGroup)."""
@@ -105,6 +114,8 @@ class ConsumerGroup:
     subscribed_metadata: dict[str, int] = field(default_factory=dict)
     # when the last target assignment was computed (monotonic ms; 0: not since start)
     last_assignment_ms: int = 0
+    # regex -> the topics it resolved to (ConsumerGroupRegularExpression records)
+    resolved_regexes: dict[str, ResolvedRegularExpression] = field(default_factory=dict)
 
     @property
     def state(self) -> ConsumerGroupState:

@@ -25,6 +25,7 @@ from .consumer_group import (
     ConsumerGroupMember,
     MemberState,
     Partitions,
+    ResolvedRegularExpression,
     is_subset,
     reconcile,
 )
@@ -32,6 +33,7 @@ from .consumer_records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     CONSUMER_GROUP_MEMBER_METADATA,
     CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_REGULAR_EXPRESSION,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
     ConsumerGroupKey,
@@ -40,9 +42,12 @@ from .consumer_records import (
     decode_current_assignment_value,
     decode_epoch_value,
     decode_member_metadata_value,
+    decode_regex_value,
     decode_target_assignment_member_value,
     group_metadata_value,
     member_metadata_value,
+    regex_key,
+    regex_value,
     target_assignment_member_value,
     target_assignment_metadata_value,
 )
@@ -92,6 +97,8 @@ class HeartbeatRequest:
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
     owned: Partitions | None = None
+    # whether the member may DESCRIBE a topic (None: no authorizer): what its regexes resolve to
+    topic_authorized: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,12 @@ class ConsumerGroupManager:
         if value is None and group is None:
             return
         group = self._group(gid)
-        if t == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+        if t == CONSUMER_GROUP_REGULAR_EXPRESSION and key.regex is not None:
+            if value is None:
+                group.resolved_regexes.pop(key.regex, None)
+            else:
+                group.resolved_regexes[key.regex] = decode_regex_value(value)
+        elif t == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
             group.assignment_epoch = decode_epoch_value(value) if value is not None else 0
         elif t == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER and key.member is not None:
             if value is None:
@@ -169,7 +181,7 @@ class ConsumerGroupManager:
         """After the start-up replay: remember the subscribed topics' sizes, start sessions."""
         for group in self.groups.values():
             self.store.groups.get(group.group_id) or self.store.create_group(group.group_id)
-            group.subscribed_metadata = self._subscribed_metadata({t for m in group.members.values() for t in self._topics_of(m)})
+            group.subscribed_metadata = self._subscribed_metadata(self._group_topics(group.members, group.resolved_regexes))
             for m in group.members.values():
                 self._schedule_session(group.group_id, m.member_id)
 
@@ -308,8 +320,8 @@ class ConsumerGroupManager:
         assignment_epoch = group.assignment_epoch if group else INITIAL_GROUP_EPOCH
         members = dict(group.members) if group else {}
         members[updated.member_id] = updated
-        names = {t for m in members.values() for t in self._topics_of(m)}
-        metadata = self._subscribed_metadata(names)
+        resolved = self._resolve_regexes(gid, group, members, req.topic_authorized, records)
+        metadata = self._subscribed_metadata(self._group_topics(members, resolved))
         if group is None or metadata != group.subscribed_metadata:
             bump = True
         if bump:
@@ -320,7 +332,7 @@ class ConsumerGroupManager:
         if group_epoch > assignment_epoch:
             wait_ms = self._assignment_wait_ms(group)
             if wait_ms <= 0:
-                target = self._target_assignment(gid, group, members, target, metadata, records)
+                target = self._target_assignment(gid, members, target, metadata, resolved, records)
                 assignment_epoch = group_epoch
                 records.append((consumer_key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid), target_assignment_metadata_value(assignment_epoch)))
         # Reconcile against the group as it will be once the records above are applied.
@@ -330,7 +342,7 @@ class ConsumerGroupManager:
                 for t, ps in parts.items():
                     for p in ps:
                         epochs.pop((t, p), None)
-        subscribed_ids = {v[0] for name in self._topics_of(updated) if (v := self.topic_lookup(name)) is not None}
+        subscribed_ids = {v[0] for name in self._topics_of(updated, resolved) if (v := self.topic_lookup(name)) is not None}
         reconciled = reconcile(updated, assignment_epoch, target.get(updated.member_id, {}), subscribed_ids, req.owned,
                                lambda t, p: epochs.get((t, p), -1))
         if joining or records or not reconciled.assignment_equals(member):
@@ -361,15 +373,38 @@ class ConsumerGroupManager:
             "assignment": {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(final.assigned.items(), key=lambda i: str(i[0]))]} if send else None,
         }
 
-    def _topics_of(self, member: ConsumerGroupMember) -> set[str]:
-        """The topic names a member subscribes to: its names and what its regex matches now."""
+    @staticmethod
+    def _topics_of(member: ConsumerGroupMember, resolved: dict[str, ResolvedRegularExpression]) -> set[str]:
+        """The topic names a member subscribes to: its names and the topics its regex resolved to."""
         topics = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex:
-            try:
-                topics |= self.regex_topics(member.subscribed_topic_regex)
-            except ValueError:
-                pass
+        if member.subscribed_topic_regex and (r := resolved.get(member.subscribed_topic_regex)) is not None:
+            topics |= r.topics
         return topics
+
+    def _group_topics(self, members: dict[str, ConsumerGroupMember], resolved: dict[str, ResolvedRegularExpression]) -> set[str]:
+        return {t for m in members.values() for t in self._topics_of(m, resolved)}
+
+    def _resolve_regexes(self, gid: str, group: ConsumerGroup | None, members: dict[str, ConsumerGroupMember],
+                         authorized: Callable[[str], bool] | None, records: list[Record]) -> dict[str, ResolvedRegularExpression]:
+        """The group's regexes resolved against the topics now, keeping only those the heartbeating
+        member may DESCRIBE (Kafka resolves with the request's context); a changed resolution is a
+        ConsumerGroupRegularExpression record, a regex no member uses any more its tombstone."""
+        old = group.resolved_regexes if group else {}
+        wanted = {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}
+        out: dict[str, ResolvedRegularExpression] = {}
+        for regex in sorted(wanted):
+            try:
+                topics = frozenset(t for t in self.regex_topics(regex) if authorized is None or authorized(t))
+            except ValueError:
+                topics = frozenset()
+            prev = old.get(regex)
+            if prev is not None and prev.topics == topics:
+                out[regex] = prev
+                continue
+            out[regex] = ResolvedRegularExpression(topics, prev.version + 1 if prev else 1, int(time.time() * 1000))
+            records.append((regex_key(gid, regex), regex_value(out[regex])))
+        records.extend((regex_key(gid, regex), None) for regex in sorted(old.keys() - wanted))
+        return out
 
     def _assignment_wait_ms(self, group: ConsumerGroup | None) -> int:
         """How long until the group may have its next target assignment (0: now)."""
@@ -382,9 +417,9 @@ class ConsumerGroupManager:
         group = self.groups.get(gid)
         if group is None or group.group_epoch <= group.assignment_epoch or not self.store.active:
             return
-        metadata = self._subscribed_metadata({t for m in group.members.values() for t in self._topics_of(m)})
+        metadata = self._subscribed_metadata(self._group_topics(group.members, group.resolved_regexes))
         records: list[Record] = []
-        self._target_assignment(gid, group, dict(group.members), dict(group.target), metadata, records)
+        self._target_assignment(gid, dict(group.members), dict(group.target), metadata, group.resolved_regexes, records)
         records.append((consumer_key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid), target_assignment_metadata_value(group.group_epoch)))
         if self.writer.write_and_replay(gid, records) == errors.NONE and gid in self.groups:
             self.groups[gid].last_assignment_ms = _monotonic_ms()
@@ -397,13 +432,14 @@ class ConsumerGroupManager:
                 out[name] = v[1]
         return out
 
-    def _target_assignment(self, gid: str, group: ConsumerGroup | None, members: dict[str, ConsumerGroupMember],
-                           target: dict[str, Partitions], metadata: dict[str, int], records: list[Record]) -> dict[str, Partitions]:
+    def _target_assignment(self, gid: str, members: dict[str, ConsumerGroupMember], target: dict[str, Partitions],
+                           metadata: dict[str, int], resolved: dict[str, ResolvedRegularExpression],
+                           records: list[Record]) -> dict[str, Partitions]:
         """Kafka's TargetAssignmentBuilder: run the assignor, write the members whose target changed."""
         ids = {name: v for name in metadata if (v := self.topic_lookup(name)) is not None}
         partitions = {tid: n for tid, n in ids.values()}
         subs = {
-            mid: MemberSubscription(frozenset(ids[n][0] for n in self._topics_of(m) if n in ids), m.instance_id, m.rack_id, target.get(mid, {}))
+            mid: MemberSubscription(frozenset(ids[n][0] for n in self._topics_of(m, resolved) if n in ids), m.instance_id, m.rack_id, target.get(mid, {}))
             for mid, m in members.items()
         }
         assignor_name = ConsumerGroup(gid, members=members).preferred_assignor(self.config.assignors[0])
@@ -456,6 +492,10 @@ class ConsumerGroupManager:
         self.timer.cancel(_session_key(gid, member_id))
         self.timer.cancel(_rebalance_key(gid, member_id))
         records = _remove_member_records(gid, member_id)
+        regex = group.members[member_id].subscribed_topic_regex
+        if regex and regex in group.resolved_regexes and not any(
+                m.subscribed_topic_regex == regex for mid, m in group.members.items() if mid != member_id):
+            records.append((regex_key(gid, regex), None))  # no member uses it any more
         records.append((consumer_key(CONSUMER_GROUP_METADATA, gid), group_metadata_value(group.group_epoch + 1)))
         error = self.writer.write_and_replay(gid, records)
         return append_error_to_response_error(error) if error else errors.NONE
@@ -551,8 +591,8 @@ class ConsumerGroupManager:
             return errors.GROUP_ID_NOT_FOUND
         if group.members:
             return errors.NON_EMPTY_GROUP
-        records: list[Record] = [(consumer_key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid), None),
-                                 (consumer_key(CONSUMER_GROUP_METADATA, gid), None)]
+        records: list[Record] = [(regex_key(gid, regex), None) for regex in sorted(group.resolved_regexes)]
+        records += [(consumer_key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid), None), (consumer_key(CONSUMER_GROUP_METADATA, gid), None)]
         error = self.writer.write_and_replay(gid, records)
         return append_error_to_response_error(error) if error else errors.NONE
 

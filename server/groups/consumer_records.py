@@ -17,6 +17,8 @@ type   key fields                                value (version 0)
        group, member
 8      ConsumerGroupCurrentMemberAssignment:     memberEpoch, previousMemberEpoch, state int8,
        group, member                             assignedPartitions, partitionsPendingRevocation
+16     ConsumerGroupRegularExpression: group,    topics []string, version int64, timestamp int64
+       regularExpression
 =====  ========================================  ===========================================
 """
 
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 from kafka_sidecar.protocol.records import encode_uvarint as _uvarint
 
-from .consumer_group import ConsumerGroupMember, MemberState, Partitions
+from .consumer_group import ConsumerGroupMember, MemberState, Partitions, ResolvedRegularExpression
 from .records import RecordFormatError, _Reader
 
 CONSUMER_GROUP_METADATA = 3
@@ -48,6 +50,7 @@ CONSUMER_GROUP_RECORD_TYPES = frozenset({
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class ConsumerGroupKey:
     record_type: int
     group: str
     member: str | None = None
+    regex: str | None = None  # ConsumerGroupRegularExpressionKey's regularExpression
 
 
 # ---- keys (not flexible) ---------------------------------------------------------------
@@ -74,6 +78,11 @@ def consumer_key(record_type: int, group: str, member: str | None = None) -> byt
     return out
 
 
+def regex_key(group: str, regex: str) -> bytes:
+    """ConsumerGroupRegularExpressionKey (type 16): group id, regular expression."""
+    return _I16.pack(CONSUMER_GROUP_REGULAR_EXPRESSION) + _string(group) + _string(regex)
+
+
 def decode_consumer_key(key: bytes) -> ConsumerGroupKey | None:
     """The key if it is a consumer group record, else None."""
     r = _Reader(key)
@@ -81,6 +90,8 @@ def decode_consumer_key(key: bytes) -> ConsumerGroupKey | None:
     if record_type not in CONSUMER_GROUP_RECORD_TYPES:
         return None
     group = r.string()
+    if record_type == CONSUMER_GROUP_REGULAR_EXPRESSION:
+        return ConsumerGroupKey(record_type, group, regex=r.string())
     member = r.string() if record_type in _WITH_MEMBER else None
     return ConsumerGroupKey(record_type, group, member)
 
@@ -137,6 +148,19 @@ def current_assignment_value(m: ConsumerGroupMember) -> bytes:
         _VERSION0, _I32.pack(m.member_epoch), _I32.pack(m.previous_member_epoch), struct.pack(">b", int(m.state)),
         _topic_partitions(m.assigned, m.assignment_epoch), _topic_partitions(m.pending_revocation), b"\x00",
     ])
+
+
+def regex_value(resolved: ResolvedRegularExpression) -> bytes:
+    """ConsumerGroupRegularExpressionValue v0: topics (sorted), version, timestamp."""
+    topics = sorted(resolved.topics)
+    return b"".join([_VERSION0, _uvarint(len(topics) + 1), b"".join(_cstring(t) for t in topics),
+                     _I64.pack(resolved.version), _I64.pack(resolved.timestamp_ms), b"\x00"])
+
+
+def decode_regex_value(value: bytes) -> ResolvedRegularExpression:
+    r = _reader(value)
+    topics = frozenset(r.string() for _ in range(r.array_len()))
+    return ResolvedRegularExpression(topics, r.i64(), r.i64())
 
 
 def _reader(value: bytes) -> _Reader:
