@@ -30,7 +30,9 @@ from .apis import (
     cluster,
     configs,
     consumer_groups,
+    delegation_tokens,
     delete_records,
+    features,
     fetch,
     groups,
     leader_epoch,
@@ -47,6 +49,7 @@ from .apis import (
     topics,
     transactions,
 )
+from .features import feature_control
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -68,14 +71,15 @@ class ApiSpec:
     coordinator_write: bool = False
 
 
-# Features reported from ApiVersions v3: only share.version (KIP-932, finalized at 1 by default
-# as in Kafka 4.2+); other features stay unreported so clients keep their present protocols.
-SUPPORTED_FEATURES = [{"name": "share.version", "min_version": 0, "max_version": 1}]
-FINALIZED_FEATURES = [{"name": "share.version", "min_version_level": 1, "max_version_level": 1}]
-FINALIZED_FEATURES_EPOCH = 1
-
-
 async def _api_versions(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    """Features (v3+) are server/features.py's: Kafka 4.3.1's, at the levels we have. Below v4 a
+    supported feature whose range starts at 0 is left out, as Kafka does (older clients reject a
+    minimum of 0, KAFKA-17011). Disabled features hide no API: Kafka 4.3 keeps the share APIs
+    listed at share.version 0 and answers them UNSUPPORTED_VERSION."""
+    control = feature_control(broker)
+    supported = control.supported_features()
+    if header.api_version < 4:
+        supported = [f for f in supported if f["min_version"] > 0]
     return {
         "error_code": errors.NONE,
         "api_keys": [
@@ -83,9 +87,9 @@ async def _api_versions(broker: Broker, conn: Connection, header: RequestHeader,
             for s in sorted(SUPPORTED_APIS.values(), key=lambda s: s.key)
         ],
         "throttle_time": 0,
-        "supported_features": SUPPORTED_FEATURES,
-        "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
-        "finalized_features": FINALIZED_FEATURES,
+        "supported_features": supported,
+        "finalized_features_epoch": control.epoch,
+        "finalized_features": control.finalized_features(),
     }
 
 
@@ -137,6 +141,13 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(37, "CreatePartitions", 0, 3, topics.handle_create_partitions),
         ApiSpec(60, "DescribeCluster", 0, 2, cluster.handle_describe_cluster),
         ApiSpec(75, "DescribeTopicPartitions", 0, 0, cluster.handle_describe_topic_partitions),
+        # Feature flags (server/features.py, server/apis/features.py): Kafka 4.3's version range.
+        ApiSpec(57, "UpdateFeatures", 0, 2, features.handle_update_features),
+        # Delegation tokens, never enabled here (server/apis/delegation_tokens.py): Kafka 4.3's ranges.
+        ApiSpec(38, "CreateDelegationToken", 1, 3, delegation_tokens.handle_create_delegation_token),
+        ApiSpec(39, "RenewDelegationToken", 1, 2, delegation_tokens.handle_renew_delegation_token),
+        ApiSpec(40, "ExpireDelegationToken", 1, 2, delegation_tokens.handle_expire_delegation_token),
+        ApiSpec(41, "DescribeDelegationToken", 1, 3, delegation_tokens.handle_describe_delegation_token),
         # The single-node admin APIs (server/apis/admin.py): Kafka 4.3's version ranges.
         ApiSpec(43, "ElectLeaders", 0, 2, admin.handle_elect_leaders),
         ApiSpec(45, "AlterPartitionReassignments", 0, 1, admin.handle_alter_partition_reassignments),

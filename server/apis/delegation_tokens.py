@@ -1,0 +1,50 @@
+"""Delegation tokens (APIs 38-41: Create/Renew/Expire/Describe, Kafka 4.3.1's versions), answered
+as Kafka answers them when tokens are not enabled (no ``delegation.token.secret.key``):
+DELEGATION_TOKEN_AUTH_DISABLED before anything else is looked at (Kafka 4.3 answers so on any
+listener, PLAINTEXT included, whatever the owner or renewers), with its empty token: timestamps
+-1, no id, no HMAC; Create names the owner (the request's, else the requester) and, from v3,
+the requester. kafka-sidecar has no token authentication (SASL/OAUTHBEARER-style token
+credentials), so tokens are never enabled.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from kafka_sidecar.protocol.framing import RequestHeader
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..connection import Connection
+
+DELEGATION_TOKEN_AUTH_DISABLED = 64
+# Kafka's -1 "no timestamp": a datetime field the codec writes as -1 ms.
+NO_TIMESTAMP = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) - datetime.timedelta(milliseconds=1)
+
+
+def _principal(principal: str) -> tuple[str, str]:
+    kind, _, name = principal.partition(":")
+    return kind, name
+
+
+async def handle_create_delegation_token(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    requester_type, requester_name = _principal(conn.principal)
+    owner_name = getattr(request, "owner_principal_name", None)
+    owner = (request.owner_principal_type, owner_name) if owner_name else (requester_type, requester_name)
+    return {"error_code": DELEGATION_TOKEN_AUTH_DISABLED, "principal_type": owner[0], "principal_name": owner[1],
+            "token_requester_principal_type": requester_type, "token_requester_principal_name": requester_name,
+            "issue_timestamp": NO_TIMESTAMP, "expiry_timestamp": NO_TIMESTAMP, "max_timestamp": NO_TIMESTAMP,
+            "token_id": "", "hmac": b"", "throttle_time": 0}
+
+
+async def handle_renew_delegation_token(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    return {"error_code": DELEGATION_TOKEN_AUTH_DISABLED, "expiry_timestamp": NO_TIMESTAMP, "throttle_time": 0}
+
+
+async def handle_expire_delegation_token(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    return {"error_code": DELEGATION_TOKEN_AUTH_DISABLED, "expiry_timestamp": NO_TIMESTAMP, "throttle_time": 0}
+
+
+async def handle_describe_delegation_token(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    return {"error_code": DELEGATION_TOKEN_AUTH_DISABLED, "tokens": [], "throttle_time": 0}

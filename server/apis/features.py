@@ -1,0 +1,48 @@
+"""UpdateFeatures (API 57, v0-2): Kafka's controller answer on one broker (server/features.py).
+
+All or nothing, as Kafka's QuorumController: one feature that cannot take its level fails the
+whole request with INVALID_UPDATE_VERSION and "The update failed for all features since the
+following feature had an error: ..."; on success v0-1 list each feature with NONE (v2 dropped
+the per-feature results). v0 has no upgrade type: Kafka reads it as an upgrade (the v0
+``allow_downgrade`` flag is not looked at). The change is on disk before the answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kafka_sidecar.protocol import errors
+from kafka_sidecar.protocol.framing import RequestHeader
+
+from ..features import UPGRADE, feature_control
+from ..security.acls import AclOperation
+from ..security.authorizer import CLUSTER_AUTHORIZATION_FAILED
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..connection import Connection
+
+log = logging.getLogger(__name__)
+
+INVALID_UPDATE_VERSION = 95
+FAILED_FOR_ALL = "The update failed for all features since the following feature had an error: "
+
+
+def _answer(error_code: int, message: str | None, results: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": error_code, "error_message": message, "results": results}
+
+
+async def handle_update_features(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    if not broker.authorizer.authorize_cluster(conn, header, AclOperation.ALTER):
+        return _answer(CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", [])
+    updates = [(u.feature, u.max_version_level, getattr(u, "upgrade_type", UPGRADE)) for u in request.feature_updates]
+    control = feature_control(broker)
+    try:
+        reason, updated = await broker.run_blocking(control.update, updates, getattr(request, "validate_only", False))
+    except OSError as e:
+        log.error("UpdateFeatures: cannot write %s: %s", control.path, e)
+        return _answer(errors.UNKNOWN_SERVER_ERROR, f"Cannot store the finalized features: {e}", [])
+    if reason is not None:
+        return _answer(INVALID_UPDATE_VERSION, FAILED_FOR_ALL + reason, [])
+    return _answer(errors.NONE, None, [{"feature": n, "error_code": errors.NONE, "error_message": "NONE"} for n in updated])
