@@ -26,6 +26,7 @@ from .groups.coordinator import GroupCoordinator
 from .listeners import Endpoint, ListenerError, advertised_host_for, start_listener
 from .logging_setup import Progress
 from .metrics import Metrics
+from .quotas import ClientQuotas, ClientQuotaStore, load_client_quotas
 from .replica_manager import ReplicaManager
 from .security.authorizer import create_authorizer
 from .security.credentials import ScramCredentialStore
@@ -92,6 +93,8 @@ class Broker:
         self.share_coordinator = ShareCoordinator(self)
         # ACL authorizer (server/security/authorizer.py): authorizer.class.name, ACLs in sidecar-acls.json.
         self.authorizer = create_authorizer(config, self.data_dir)
+        # Client quotas (server/quotas): stored in sidecar-client-quotas.json, loaded at start.
+        self.client_quotas = ClientQuotas(ClientQuotaStore.empty(self.data_dir), config.get("quota.window.num"), config.get("quota.window.size.seconds"))
 
     @property
     def cluster_id(self) -> str:
@@ -134,6 +137,11 @@ class Broker:
         except OSError as e:
             raise DataDirError(str(e)) from None
         await self.run_blocking(self.authorizer.load)  # the ACLs (a damaged ACL file stops the start)
+        try:
+            self.client_quotas = await self.run_blocking(load_client_quotas, self.data_dir, self.config.get("quota.window.num"),
+                                                         self.config.get("quota.window.size.seconds"))
+        except OSError as e:
+            raise DataDirError(str(e)) from None
         raise_open_file_limit(await self.run_blocking(_count_partition_dirs, self.data_dir), self.data_dir)
         self.state = "loading logs"
         watcher = asyncio.create_task(self._watch_loading())

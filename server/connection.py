@@ -150,6 +150,10 @@ class Connection:
         # listener's authentication (server/security) says otherwise.
         self.principal: str = "User:ANONYMOUS"
         self._sendfile_ok = True
+        # KIP-219: a throttled answer (server/quotas) sets when this connection may be read again;
+        # the size of the request being handled is what the produce quota counts.
+        self.throttle_until = 0.0
+        self.request_size = 0
         writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         sock = writer.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -277,6 +281,7 @@ class Connection:
                     # top of the heap is trimmed and the next one faults its pages back in
                     # (glibc; measured: ~240,000 minor faults and +50% CPU per 300 MB produced).
                     frame = event.frame
+                    self.request_size = len(frame)
                     response = await handle_request(self.broker, self, frame)
                 except (FrameError, ProtocolViolation) as e:
                     log.warning("closing connection from %s: %s", self.peer, e)
@@ -289,8 +294,10 @@ class Connection:
                     return
                 if response is None:
                     channel.no_response()
-                    continue
-                await self.send(channel.send_response(response))
+                else:
+                    await self.send(channel.send_response(response))
+                if self.throttle_until:
+                    await self._throttled()
                 self._last_active = time.monotonic()
         except (ConnectionError, OSError) as e:
             log.debug("connection from %s ended: %s", self.peer, e)
@@ -301,6 +308,18 @@ class Connection:
         finally:
             channel.close()
             self.close()
+
+    async def _throttled(self) -> None:
+        """KIP-219: after a throttled answer is sent the channel is muted until the throttle
+        ends (Kafka's ThrottledChannel): nothing more is read from this client meanwhile."""
+        wait = self.throttle_until - time.monotonic()
+        self.throttle_until = 0.0
+        if wait > 0:
+            self._busy = True  # a muted connection is not idle
+            try:
+                await asyncio.sleep(wait)
+            finally:
+                self._busy = False
 
     async def _raw_sasl_token(self, token: bytes) -> bool:
         """SaslHandshake v0: a bare token gets a bare answer; False if the connection must close."""

@@ -158,6 +158,7 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(17, "SaslHandshake", 0, 1, sasl.handle_sasl_handshake),
         ApiSpec(36, "SaslAuthenticate", 0, 2, sasl.handle_sasl_authenticate),
         ApiSpec(48, "DescribeClientQuotas", 0, 1, quotas.handle_describe_client_quotas),
+        ApiSpec(49, "AlterClientQuotas", 0, 1, quotas.handle_alter_client_quotas),
         ApiSpec(50, "DescribeUserScramCredentials", 0, 0, scram.handle_describe_user_scram_credentials),
         ApiSpec(51, "AlterUserScramCredentials", 0, 0, scram.handle_alter_user_scram_credentials),
         # ACLs (server/apis/acls.py): Kafka 4.3's version ranges.

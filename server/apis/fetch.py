@@ -30,13 +30,17 @@ if TYPE_CHECKING:
     from ..connection import Connection
 
 
-def _read_all(broker: Broker, version: int, request: Any, readable: set[str] | None = None) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
+def _read_all(broker: Broker, version: int, request: Any, readable: set[str] | None = None,
+              max_bytes: int | None = None) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
     """One pass over the requested partitions: (topics, bytes, any error, partitions read).
-    ``readable``: the topics the client may READ (None: all), the others get TOPIC_AUTHORIZATION_FAILED."""
+    ``readable``: the topics the client may READ (None: all), the others get TOPIC_AUTHORIZATION_FAILED.
+    ``max_bytes``: the request's, lowered to what the client's fetch quota allows in a window."""
     lm = broker.log_manager
     rm = broker.replica_manager
     read_committed = getattr(request, "isolation_level", 0) == 1
-    limit = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    if max_bytes is None:
+        max_bytes = request.max_bytes
+    limit = max_bytes if max_bytes > 0 else 2**31 - 1
     min_one = True
     total = 0
     has_error = False
@@ -104,6 +108,9 @@ async def handle_fetch(broker: Broker, conn: Connection, header: RequestHeader, 
         else:
             names = [t.topic for t in request.topics]
         readable = broker.authorizer.filter(conn, header, AclOperation.READ, ResourceType.TOPIC, names)
+    quotas = broker.client_quotas
+    if quotas.active:
+        return await _quota_fetch(broker, conn, header, request, readable, deadline)
     while True:
         topics, total, has_error, tps = _read_all(broker, version, request, readable)
         remaining = deadline - time.monotonic()
@@ -114,3 +121,36 @@ async def handle_fetch(broker: Broker, conn: Connection, header: RequestHeader, 
             raise asyncio.CancelledError
     broker.metrics.record_fetch(conn, request.topics, topics)  # bytes/records out per topic (server/metrics.py)
     return encode_fetch_response(version, topics, session_id=0)
+
+
+async def _quota_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any,
+                       readable: set[str] | None, deadline: float) -> list[Any]:
+    """A fetch while client quotas are set (KafkaApis.handleFetchRequest): max_bytes lowered to
+    what consumer_byte_rate allows in a window, the handler time and the response's bytes
+    recorded; over quota the answer is empty with the throttle time, its bytes taken back, and
+    the connection muted for that long after it (KIP-219)."""
+    version = header.api_version
+    quotas = broker.client_quotas
+    window_max = quotas.fetch_max_bytes(conn.principal, header.client_id)
+    max_bytes = request.max_bytes if window_max >= request.max_bytes else max(int(window_max), 0)
+    min_bytes = min(request.min_bytes, max_bytes)
+    thread_ns = 0
+    while True:
+        started = time.perf_counter_ns()
+        topics, total, has_error, tps = _read_all(broker, version, request, readable, max_bytes)
+        thread_ns += time.perf_counter_ns() - started
+        remaining = deadline - time.monotonic()
+        if total >= min_bytes or has_error or remaining <= 0 or not tps:
+            break
+        await broker.replica_manager.wait_for_data(tps, remaining)  # DelayedFetch
+        if conn.writer.is_closing():
+            raise asyncio.CancelledError
+    started = time.perf_counter_ns()
+    parts = encode_fetch_response(version, topics, session_id=0)
+    size = sum(len(p) if isinstance(p, bytes) else p.size for p in parts)
+    throttle = quotas.throttle_fetch(conn.principal, header.client_id, size, thread_ns + time.perf_counter_ns() - started)
+    if throttle:
+        conn.throttle_until = time.monotonic() + throttle / 1000
+        return encode_fetch_response(version, [], throttle_ms=throttle, session_id=0)
+    broker.metrics.record_fetch(conn, request.topics, topics)  # bytes/records out per topic (server/metrics.py)
+    return parts

@@ -177,6 +177,9 @@ def _topic_key(t: Any, name: str | None) -> dict[str, Any]:
 
 async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any] | None:
     lm = broker.log_manager
+    # Client quotas (server/quotas): nothing more than this attribute while none is set.
+    quotas = broker.client_quotas
+    started = time.perf_counter_ns() if quotas.active else 0
     names = _topic_names(broker, request, header.api_version)
     acks = request.acks
     responses = []
@@ -226,6 +229,15 @@ async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader
                 continue
             results.append(append_to_log(broker, lg, p.index, p.records, header.api_version, header.client_id, flushes,
                                          getattr(request, "transactional_id", None)))
+    throttle = 0
+    if started:
+        # KafkaApis: the request's bytes against producer_byte_rate, its handler time against
+        # request_percentage; over quota, the answer says how long and the connection is muted
+        # for that long after it (KIP-219).
+        throttle = quotas.throttle_produce(conn.principal, header.client_id, conn.request_size,
+                                           time.perf_counter_ns() - started, acks)
+        if throttle:
+            conn.throttle_until = time.monotonic() + throttle / 1000
     for flush, result in flushes:
         # The durability rule (server/replica_manager.py): acknowledged only once fsynced.
         try:
@@ -234,4 +246,4 @@ async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader
             result.update(error_code=errors.KAFKA_STORAGE_ERROR, base_offset=-1, log_append_time=-1, log_start_offset=-1)
     if acks == 0:
         return None
-    return {"responses": responses, "throttle_time": 0}
+    return {"responses": responses, "throttle_time": throttle}

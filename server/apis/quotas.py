@@ -1,41 +1,115 @@
-"""DescribeClientQuotas (API 48): kafka-sidecar has no client quotas, so none are described.
+"""DescribeClientQuotas (API 48) and AlterClientQuotas (API 49), as a one-node KRaft Kafka answers.
 
-``kafka-configs.sh --describe --entity-type users`` asks for quotas before it asks for SCRAM
-credentials; answering "no quota entities" (as Kafka does when none are set) lets it go on.
-The filter is checked as Kafka's ClientQuotaManager checks it.
+What ``kafka-configs.sh --entity-type users|clients|ips --alter --add-config 'producer_byte_rate=...'``
+and ``--describe`` use. Describing needs DESCRIBE_CONFIGS on the cluster, altering ALTER_CONFIGS
+(when an authorizer is configured). Validation and filters are Kafka's (server/quotas/store.py);
+an alteration is written to the data dir before the answer and then enforced at once
+(server/quotas/manager.py), so it survives a restart.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import socket
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
+    CLUSTER_AUTHORIZATION_FAILED,
     INVALID_REQUEST,
+    UNKNOWN_SERVER_ERROR,
 )
 from kafka_sidecar.protocol.framing import RequestHeader
+
+from ..quotas.store import Alteration, Entity, QuotaError, java_order
 
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..connection import Connection
 
-_ENTITY_TYPES = {"user", "client-id", "ip"}
-_MATCH_EXACT, _MATCH_DEFAULT, _MATCH_ANY = 0, 1, 2
+log = logging.getLogger(__name__)
+
+_CLUSTER_DENIED = "Cluster authorization failed."
+_locks: dict[int, asyncio.Lock] = {}
+
+
+def _authorized(broker: Broker, conn: Connection, header: RequestHeader, operation: str) -> bool:
+    az = getattr(broker, "authorizer", None)
+    if az is None:
+        return True
+    from ..security.acls import AclOperation
+
+    return bool(az.authorize_cluster(conn, header, getattr(AclOperation, operation)))
+
+
+def _entity_data(entity: Entity) -> list[dict[str, Any]]:
+    d = dict(entity)
+    return [{"entity_type": t, "entity_name": d[t]} for t in java_order(list(d))]
 
 
 async def handle_describe_client_quotas(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    seen: set[str] = set()
-    for c in request.components:
-        if c.entity_type not in _ENTITY_TYPES:
-            return _error(f"Custom entity type '{c.entity_type}' not supported")
-        if c.entity_type in seen:
-            return _error(f"Duplicate {c.entity_type} filter component entity type")
-        seen.add(c.entity_type)
-        if c.match_type not in (_MATCH_EXACT, _MATCH_DEFAULT, _MATCH_ANY):
-            return _error(f"Unexpected match type: {c.match_type}")
-    if "ip" in seen and len(seen) > 1:
-        return _error("Invalid entity filter component combination, IP filter component should not be used with user or clientId filter component.")
-    return {"throttle_time": 0, "error_code": 0, "error_message": None, "entries": []}
+    if not _authorized(broker, conn, header, "DESCRIBE_CONFIGS"):
+        return _error(CLUSTER_AUTHORIZATION_FAILED, _CLUSTER_DENIED)
+    components = [(c.entity_type, c.match_type, c.match) for c in request.components]
+    try:
+        found = broker.client_quotas.store.describe(components, bool(getattr(request, "strict", False)))
+    except QuotaError as e:
+        return _error(e.code, e.message)
+    entries = [{"entity": _entity_data(entity),
+                "values": [{"key": k, "value": values[k]} for k in java_order(list(values))]}
+               for entity, values in found]
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, "entries": entries}
 
 
-def _error(message: str) -> dict[str, Any]:
-    return {"throttle_time": 0, "error_code": INVALID_REQUEST, "error_message": message, "entries": None}
+def _error(code: int, message: str) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": code, "error_message": message, "entries": None}
+
+
+def _resolvable(host: str) -> bool:
+    try:
+        socket.getaddrinfo(host, None)
+        return True
+    except (OSError, UnicodeError):
+        return False
+
+
+async def handle_alter_client_quotas(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    alterations = [
+        Alteration([(e.entity_type, e.entity_name) for e in entry.entity],
+                   [(op.key, None if op.remove else float(op.value)) for op in entry.ops])
+        for entry in request.entries
+    ]
+    if not _authorized(broker, conn, header, "ALTER_CONFIGS"):
+        return {"throttle_time": 0, "entries": [
+            {"error_code": CLUSTER_AUTHORIZATION_FAILED, "error_message": _CLUSTER_DENIED,
+             "entity": _entity_data(tuple(sorted(dict(a.components).items())))} for a in alterations]}
+    # Host names of ip entities are resolved as InetAddress.getByName does, off the loop.
+    hosts = {n for a in alterations for t, n in a.components if t == "ip" and n}
+    resolved = {h: await broker.run_blocking(_resolvable, h) for h in hosts if not _is_ip(h)}
+    quotas = broker.client_quotas
+    lock = _locks.setdefault(id(broker), asyncio.Lock())
+    async with lock:
+        results, after = quotas.store.alter(alterations, bool(request.validate_only), lambda h: resolved.get(h, True))
+        if not request.validate_only and after != quotas.store.quotas:
+            try:
+                await broker.run_blocking(quotas.store.write, quotas.store.snapshot(after))
+            except OSError as e:
+                log.error("cannot write client quotas %s: %s", quotas.store.path, e)
+                message = f"cannot write the client quotas: {e.strerror or e}"
+                results = [(entity, error or QuotaError(message, UNKNOWN_SERVER_ERROR)) for entity, error in results]
+            else:
+                quotas.apply(after)
+                log.info("client quotas altered: %s", {repr(dict(e)): v for e, v in after.items()})
+    return {"throttle_time": 0, "entries": [
+        {"error_code": 0 if error is None else error.code, "error_message": None if error is None else error.message,
+         "entity": _entity_data(entity)} for entity, error in results]}
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
