@@ -46,6 +46,7 @@ from .apis import (
     sasl,
     scram,
     share,
+    telemetry,
     topics,
     transactions,
 )
@@ -76,6 +77,7 @@ async def _api_versions(broker: Broker, conn: Connection, header: RequestHeader,
     supported feature whose range starts at 0 is left out, as Kafka does (older clients reject a
     minimum of 0, KAFKA-17011). Disabled features hide no API: Kafka 4.3 keeps the share APIs
     listed at share.version 0 and answers them UNSUPPORTED_VERSION."""
+    telemetry.record_client_software(conn, request)  # KIP-714's client_software_* selectors
     control = feature_control(broker)
     supported = control.supported_features()
     if header.api_version < 4:
@@ -154,6 +156,9 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(46, "ListPartitionReassignments", 0, 0, admin.handle_list_partition_reassignments),
         ApiSpec(55, "DescribeQuorum", 0, 2, admin.handle_describe_quorum),
         ApiSpec(74, "ListConfigResources", 0, 1, admin.handle_list_config_resources),
+        # KIP-714 client telemetry (server/apis/telemetry.py, server/telemetry/): Kafka 4.3's versions.
+        ApiSpec(71, "GetTelemetrySubscriptions", 0, 0, telemetry.handle_get_telemetry_subscriptions),
+        ApiSpec(72, "PushTelemetry", 0, 0, telemetry.handle_push_telemetry),
         # Authentication (server/apis/sasl.py, scram.py, quotas.py): Kafka 4.3's version ranges.
         ApiSpec(17, "SaslHandshake", 0, 1, sasl.handle_sasl_handshake),
         ApiSpec(36, "SaslAuthenticate", 0, 2, sasl.handle_sasl_authenticate),

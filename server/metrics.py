@@ -13,6 +13,9 @@ Kafka's familiar figures, named the way the JMX exporter names Kafka's MBeans:
 - ``kafka_log_logcleaner_*`` and ``kafka_log_logmanager_retention_*``: cleaner and retention rounds
 - ``kafka_server_socketserver_{connections,connections_opened_total,connections_closed_total}{listener}``
 - ``kafka_server_socketserver_{failed,successful}_authentication_total{listener}``
+- ``kafka_client_telemetry{client_instance_id,client_id,metric,attributes}``: the latest value of
+  each metric clients pushed (KIP-714, server/telemetry/), and
+  ``kafka_server_client_metrics_instance_count``
 - ``kafka_sidecar_ready``, ``kafka_sidecar_info`` and the ``process_*`` figures.
 
 The hot paths only bump plain integers in dicts (per request, per partition, never per record);
@@ -42,6 +45,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from .listeners import bind_sockets, bracket
+from .telemetry.manager import ClientTelemetryCollector
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -296,6 +300,7 @@ class SidecarCollector:
 def make_registry(broker: Broker) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SidecarCollector(broker))
+    registry.register(ClientTelemetryCollector(broker))
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     return registry

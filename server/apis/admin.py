@@ -11,8 +11,8 @@
 - DescribeQuorum (55): this node is the only voter and the leader of ``__cluster_metadata``
   (a request naming anything but that one partition is UNKNOWN_TOPIC_OR_PARTITION throughout). There
   is no metadata log here, so the high watermark and log end offset are 0 and the timestamps now.
-- ListConfigResources (74): v1 lists topics, this broker and its loggers (group and client-metrics
-  configs are not kept, so none are listed); v0 (ListClientMetricsResources) lists nothing.
+- ListConfigResources (74): v1 lists topics, this broker and its loggers, and the client-metrics
+  subscriptions (server/telemetry/); v0 (ListClientMetricsResources) the subscriptions only.
 
 Authorization as KafkaApis: ALTER on the cluster for elections and reassignments, DESCRIBE on the
 cluster for listing reassignments and the quorum, DESCRIBE_CONFIGS on the cluster for ListConfigResources.
@@ -28,6 +28,7 @@ from kafka_sidecar.protocol.framing import RequestHeader
 
 from ..security.acls import AclOperation
 from ..security.authorizer import CLUSTER_AUTHORIZATION_FAILED
+from ..telemetry.manager import subscriptions_of
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -171,8 +172,9 @@ async def handle_describe_quorum(broker: Broker, conn: Connection, header: Reque
 async def handle_list_config_resources(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
     if not broker.authorizer.authorize_cluster(conn, header, AclOperation.DESCRIBE_CONFIGS):
         return {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED, "config_resources": []}
-    if header.api_version == 0:
-        return {"throttle_time": 0, "error_code": errors.NONE, "config_resources": []}  # client metrics only
+    client_metrics = [{"resource_name": name, "resource_type": CLIENT_METRICS} for name in subscriptions_of(broker).names()]
+    if header.api_version == 0:  # ListClientMetricsResources: client metrics only
+        return {"throttle_time": 0, "error_code": errors.NONE, "config_resources": client_metrics}
     wanted = set(request.resource_types) or {TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP}
     if not wanted <= {TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP}:
         return {"throttle_time": 0, "error_code": errors.UNSUPPORTED_VERSION, "config_resources": []}
@@ -184,4 +186,6 @@ async def handle_list_config_resources(broker: Broker, conn: Connection, header:
         out.append({"resource_name": node, "resource_type": BROKER})
     if TOPIC in wanted:
         out += [{"resource_name": name, "resource_type": TOPIC} for name in broker.log_manager.topics]
+    if CLIENT_METRICS in wanted:
+        out += client_metrics
     return {"throttle_time": 0, "error_code": errors.NONE, "config_resources": out}

@@ -61,6 +61,7 @@ from ..security.authorizer import (
     GROUP_AUTHORIZATION_FAILED,
     TOPIC_AUTHORIZATION_FAILED,
 )
+from ..telemetry.manager import alter_client_metrics, subscriptions_of
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -354,6 +355,8 @@ def _describe(broker: Broker, resource: Any, include_synonyms: bool, include_doc
             return group_configs.describe_resource(broker, name, resource.configuration_keys, include_synonyms, include_documentation)
         except group_configs.GroupResourceError as e:
             raise ApiError(e.code, e.message) from None
+    if rtype == CLIENT_METRICS:
+        return subscriptions_of(broker).describe(name, resource.configuration_keys, include_synonyms, include_documentation)
     raise ApiError(errors.INVALID_REQUEST, _unsupported_type(rtype))
 
 
@@ -559,7 +562,7 @@ def _preflight(resources: list[Any], incremental: bool) -> dict[int, ApiError]:
         if nulls:
             found[i] = ApiError(errors.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
             continue
-        if r.resource_type not in (TOPIC, BROKER, GROUP):
+        if r.resource_type not in (TOPIC, BROKER, CLIENT_METRICS, GROUP):
             found[i] = ApiError(errors.INVALID_REQUEST, _unsupported_type(r.resource_type))
     return found
 
@@ -602,6 +605,8 @@ async def _alter_locked(broker: Broker, conn: Connection, header: RequestHeader,
                 _validate_broker_configs(broker, props, bool(name), layers)
                 if not validate_only:
                     await broker.run_blocking(lm.set_broker_dynamic_configs, scope, props)
+            elif rtype == CLIENT_METRICS:  # server/telemetry/
+                await alter_client_metrics(broker, name, r.configs, incremental, validate_only, ApiError)
             elif rtype == GROUP:  # server/group_configs.py
                 try:
                     await group_configs.alter_resource(broker, name, r.configs, incremental, validate_only)

@@ -35,4 +35,13 @@ KNOWN: list[Known] = [
         "not a code difference: storage/log.py Log.fetch_offset_by_timestamp() and retention timing",
         intermittent=True,
     ),
+    # ------------------------------------------------------------------ api_version_ranges
+    Known(
+        "api_version_ranges",
+        ("GetTelemetrySubscriptions", "PushTelemetry"),
+        "On purpose: we advertise GetTelemetrySubscriptions and PushTelemetry v0 (KIP-714); Kafka advertises "
+        "them only when a metrics reporter implementing ClientTelemetry is configured, which the reference "
+        "(no such plugin in its distribution) is not",
+        "server/dispatch.py, server/apis/telemetry.py: our receiver is built in (pushed metrics on /metrics)",
+    ),
 ]
