@@ -10,6 +10,7 @@ conformance suite's test_client_metrics.py compares the subscriptions with Kafka
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import subprocess
 import time
@@ -23,7 +24,15 @@ from kafka_sidecar.protocol import compression
 from kafka_sidecar.server.telemetry.otlp import DataPoint, encode_gauge_metrics_data
 
 from tests.conformance.wire import Wire
-from tests.support import _LISTENING, SidecarProcess, free_port, sidecar_command, wait_until
+from tests.support import (
+    _LISTENING,
+    SidecarProcess,
+    free_port,
+    kafka_bin,
+    kafka_tool_missing,
+    sidecar_command,
+    wait_until,
+)
 
 CLIENT_METRICS, DESCRIBE_CONFIGS = 16, 32
 GET_TELEMETRY, PUSH_TELEMETRY = 71, 72
@@ -195,3 +204,36 @@ def test_subscription_change_reaches_known_instances(server: MetricsSidecar) -> 
         assert second["error_code"] == 0
         assert (list(second["requested_metrics"]), second["push_interval"]) == (["b."], 20000)
         assert second["subscription_id"] != first["subscription_id"]
+
+
+def test_java_console_producer_pushes(server: MetricsSidecar) -> None:
+    """Kafka 4.3.1's own Java client (kafka-console-producer.sh) pushes once a subscription matches
+    its client software name."""
+    missing = kafka_tool_missing("kafka-console-producer.sh")
+    if missing:
+        pytest.skip(missing)
+    with Wire(server.bootstrap) as w:
+        _subscribe(w, "java-producers", "org.apache.kafka.producer.", 500,
+                   "client_software_name=apache-kafka-java,client_id=java-telemetry")
+        w.create_topic("telemetry-java", partitions=1)
+    proc = subprocess.Popen(
+        [str(kafka_bin("kafka-console-producer.sh")), "--bootstrap-server", server.bootstrap, "--topic", "telemetry-java",
+         "--command-property", "client.id=java-telemetry"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"})
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write("hello\n")
+        proc.stdin.flush()
+        wait_until(lambda: 'client_id="java-telemetry"' in server.scrape(), timeout=60, interval=0.5,
+                   message="the Java producer's pushed metrics on /metrics")
+        lines = [line for line in server.scrape().splitlines() if 'client_id="java-telemetry"' in line]
+        assert all('metric="org.apache.kafka.producer.' in line for line in lines), lines[:5]
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
