@@ -14,7 +14,7 @@ behaviour clients would then expect from us:
   itself refuses every downgrade (each crosses a metadata change) and has nothing above, so
   30 is the only level any cluster can be at, and we serve its API versions.
 - share.version 0-1, finalized 1 (KIP-932, server/share). At 0 Kafka keeps the share APIs in
-  ApiVersions and answers them UNSUPPORTED_VERSION (see ``SHARE_GROUPS_DISABLED``).
+  ApiVersions and answers them UNSUPPORTED_VERSION (``share_groups_enabled``).
 - group.version 1-1, finalized 1: KIP-848 groups are implemented (server/groups), but not
   level 0 (Kafka then answers ConsumerGroupHeartbeat UNSUPPORTED_VERSION; our handler does not
   ask), so a downgrade is refused instead of being finalized and ignored.
@@ -78,12 +78,6 @@ FEATURES: dict[str, FeatureSpec] = {f.name: f for f in [
     FeatureSpec(SHARE_VERSION, 0, 1, 1),
     FeatureSpec("streams.version", 0, 0, 0),
 ]}
-
-# The one-line gate the share APIs need (server/apis/share.py): Kafka 4.3 answers every share API
-# UNSUPPORTED_VERSION while share.version is 0 (KafkaApis.isShareGroupProtocolEnabled), keeping them
-# in ApiVersions.
-SHARE_GROUPS_DISABLED = "feature_control(broker).finalized_level('share.version') < 1"
-
 
 def java_hash_order(names: list[str]) -> list[str]:
     """``names`` in the iteration order of a java.util.HashMap they were put into in this order:
@@ -244,3 +238,10 @@ def feature_control(broker: Broker) -> FeatureControl:
     if control is None:
         control = _CONTROLS[broker] = FeatureControl.load(broker.data_dir)
     return control
+
+
+def share_groups_enabled(broker: Broker) -> bool:
+    """Kafka's isShareGroupProtocolEnabled: share.version >= 1. While it is 0, Kafka 4.3 keeps the
+    share APIs in ApiVersions and answers each of them UNSUPPORTED_VERSION (the share handlers'
+    gate: ``if not share_groups_enabled(broker): return <that answer>``)."""
+    return feature_control(broker).finalized_level(SHARE_VERSION) >= 1

@@ -11,7 +11,9 @@ from kafka_sidecar.server.features import (
     FEATURES_FILE,
     FeatureControl,
     FeatureFileError,
+    feature_control,
     java_hash_order,
+    share_groups_enabled,
 )
 
 PREFIX = "Invalid update version"
@@ -77,3 +79,14 @@ def test_damaged_file_uses_copy_then_refuses(tmp_path: Path) -> None:
     path.with_name(path.name + ".bak").write_text("{")
     with pytest.raises(FeatureFileError):
         FeatureControl.load(tmp_path)
+
+
+def test_share_groups_enabled_follows_share_version(tmp_path: Path) -> None:
+    class _Broker:  # what feature_control() reads of a broker: its data dir
+        data_dir = tmp_path
+
+    broker = _Broker()
+    assert share_groups_enabled(broker)
+    feature_control(broker).update([("share.version", 0, 2)], validate_only=False)
+    assert not share_groups_enabled(broker)
+    assert not share_groups_enabled(type("_Restarted", (), {"data_dir": tmp_path})())  # read back from the data dir
