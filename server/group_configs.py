@@ -265,7 +265,10 @@ class GroupConfigManager:
         if key.broker_synonym is not None:
             value = self._broker_value(key.broker_synonym)
             if value is not None:
-                return parse_value(key, str(value))
+                try:
+                    return parse_value(key, str(value))
+                except GroupConfigError:
+                    return value  # the broker's own ConfigDef allowed it
         return parse_value(key, key.default)
 
     # ---- reading ---------------------------------------------------------------------------

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 RECORD_LIMIT_MODE = 1
 _BATCH_HEAD = struct.Struct(">qi")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
+_PRODUCER_ID = struct.Struct(">q")
 
 
 def _coordinator(broker: Broker) -> ShareCoordinator:
@@ -132,16 +134,28 @@ def _fetch_once(broker: Broker, session: ShareSession, max_records: int, max_byt
         if sp is None or not sp.can_acquire():
             continue
         offset = max(sp.next_fetch_offset(), lg.log_start_offset)
-        if offset >= lg.high_watermark:
-            continue
-        data = broker.replica_manager.read(lg, offset, max_bytes, True)
+        aborted: list[Any] = []
+        if coordinator.read_committed(session.group_id):
+            # share.isolation.level=read_committed: up to the last stable offset; records of
+            # aborted transactions are archived, never delivered (Kafka's ShareFetchUtils).
+            if offset >= lg.last_stable_offset:
+                continue
+            _, data, aborted = broker.replica_manager.read_committed(lg, offset, max_bytes, True)
+        else:
+            if offset >= lg.high_watermark:
+                continue
+            data = broker.replica_manager.read(lg, offset, max_bytes, True)
         if data is None:
             continue
         raw = data.read()
         batches = _batches(raw)
-        acquired = sp.acquire(session.member_id, [(b, last) for b, last, _, _ in batches], max_records, int(time.time() * 1000),
+        now = int(time.time() * 1000)
+        if aborted:
+            sp.archive(_aborted_ranges(raw, batches, aborted))
+        acquired = sp.acquire(session.member_id, [(b, last) for b, last, _, _ in batches], max_records, now,
                               record_limit=record_limit)
-        coordinator.persist((session.group_id, topic_id, partition))  # archived gaps, start offset moved
+        # Archived gaps are written; an acquisition, or a start offset just resolved, is not (as Kafka).
+        coordinator.persister.write((session.group_id, topic_id, partition), sp, states_only=True)
         if not acquired:
             continue
         first, last = acquired[0].first_offset, acquired[-1].last_offset
@@ -150,6 +164,26 @@ def _fetch_once(broker: Broker, session: ShareSession, max_records: int, max_byt
         max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
         max_bytes -= len(records)
         out[(topic_id, partition)] = _partition_answer(partition, records=records, acquired=acquired)
+    return out
+
+
+def _aborted_ranges(raw: bytes, batches: list[tuple[int, int, int, int]], aborted: list[Any]) -> list[tuple[int, int]]:
+    """(first, last) offsets of the transactional batches in ``raw`` that belong to an aborted
+    transaction (Kafka's filterAbortedTransactions: a producer's batches from its aborted
+    transaction's first offset until its abort marker)."""
+    out = []
+    pending = sorted(aborted, key=lambda a: a.first_offset)
+    active: set[int] = set()
+    for base, last, start, _ in batches:
+        while pending and pending[0].first_offset <= last:
+            active.add(pending.pop(0).producer_id)
+        attributes, producer_id = _ATTRIBUTES.unpack_from(raw, start + 21)[0], _PRODUCER_ID.unpack_from(raw, start + 43)[0]
+        if not attributes & 0x10 or producer_id not in active:
+            continue
+        if attributes & 0x20:  # the abort marker ends the transaction
+            active.discard(producer_id)
+            continue
+        out.append((base, last))
     return out
 
 
@@ -210,7 +244,7 @@ async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHe
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
     for (topic_id, _), answer in answers.items():
         by_topic.setdefault(topic_id, []).append(answer)
-    return {"throttle_time": 0, "error_code": errors.NONE, "acquisition_lock_timeout": coordinator.lock_duration_ms,
+    return {"throttle_time": 0, "error_code": errors.NONE, "acquisition_lock_timeout": coordinator.lock_duration_ms(group_id),
             "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()], "node_endpoints": []}
 
 
@@ -233,7 +267,7 @@ async def handle_share_acknowledge(broker: Broker, conn: Connection, header: Req
     for (topic_id, partition), err in ack_errors.items():
         by_topic.setdefault(topic_id, []).append({"partition_index": partition, "error_code": err,
                                                   "current_leader": {"leader_id": 1, "leader_epoch": 0}})
-    return {"throttle_time": 0, "error_code": errors.NONE, "acquisition_lock_timeout": coordinator.lock_duration_ms,
+    return {"throttle_time": 0, "error_code": errors.NONE, "acquisition_lock_timeout": coordinator.lock_duration_ms(group_id),
             "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()], "node_endpoints": []}
 
 

@@ -1,10 +1,19 @@
-"""ShareCoordinator: share groups (KIP-932) on this broker, in memory.
+"""ShareCoordinator: share groups (KIP-932) on this broker.
 
 It plays the parts Kafka splits over the group coordinator (GroupMetadataManager's
-shareGroupHeartbeat: members, epochs, the simple assignor), the SharePartitionManager (share
-sessions, share-partitions per group and topic-partition) and the share coordinator (here the
-share-partition state is not yet written to ``__share_group_state``: it lives as long as the
-process). Handlers are in server/apis/share.py.
+shareGroupHeartbeat: members, epochs, the simple assignor, share-partition initialization), the
+SharePartitionManager (share sessions, share-partitions per group and topic-partition) and the
+share coordinator (share-partition state in ``__share_group_state``, server/share/persister.py).
+Handlers are in server/apis/share.py.
+
+As Kafka 4.3: a group created by a heartbeat starts at epoch 1 and the joining member bumps it;
+only initialized share-partitions are assigned, and a heartbeat initializes the subscribed ones
+that are not (InitializeShareGroupState, start offset -1), so the first member's first assignment
+is empty and the next heartbeat bumps the epoch for the initialized partitions; target
+assignments are batched by ``share.assignment.interval.ms``. The start offset is resolved by
+``share.auto.offset.reset`` (latest, earliest, by_duration:<ISO-8601>) at the first ShareFetch
+(SharePartition.maybeInitialize). Group configs (server/group_configs.py) override the broker's
+``group.share.*`` per group.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from ..group_configs import group_config_manager
 from .group import SIMPLE_ASSIGNOR, ShareGroup, ShareGroupMember
 from .partition import AcquiredRecords, SharePartition
 from .persister import ShareStatePersister, share_config
@@ -33,7 +43,9 @@ FENCED_MEMBER_EPOCH = 110
 JOIN_EPOCH, LEAVE_EPOCH = 0, -1
 # ShareGroupDescribe's authorized_operations when they were not asked for (Integer.MIN_VALUE).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+# Kafka's PartitionFactory.UNINITIALIZED_START_OFFSET: a share-partition initialized by the group
+# coordinator whose start offset the first ShareFetch resolves.
+UNINITIALIZED_START_OFFSET = -1
 
 
 def _now_ms() -> int:
@@ -46,8 +58,6 @@ class ShareCoordinator:
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
         self.sessions = ShareSessionCache()
-        # Group configs (Kafka's GroupConfig): share.auto.offset.reset, by group id.
-        self.group_configs: dict[str, dict[str, str]] = {}
         # Durable share-partition state in __share_group_state (server/share/persister.py).
         self.persister = ShareStatePersister(broker)
 
@@ -57,19 +67,23 @@ class ShareCoordinator:
         rejoin: their heartbeats answer UNKNOWN_MEMBER_ID)."""
         states = await self.broker.run_blocking(self.persister.load)
         for key, st in states.items():
-            sp = self.share_partitions[key] = self._new_partition(st.start_offset)
+            sp = self.share_partitions[key] = self._new_partition(key[0], st.start_offset)
             self.persister.restore(key, st, sp)
             self.groups.setdefault(key[0], ShareGroup(key[0]))
         if states:
             log.info("replayed the state of %d share-partitions from __share_group_state", len(states))
 
-    def _new_partition(self, start_offset: int) -> SharePartition:
-        return SharePartition(
-            start_offset,
-            lock_duration_ms=self.lock_duration_ms,
-            delivery_count_limit=self._config("group.share.delivery.count.limit", 5),
-            max_in_flight_records=self._config("group.share.partition.max.record.locks", 2000),
-        )
+    def _new_partition(self, group_id: str, start_offset: int) -> SharePartition:
+        sp = SharePartition(start_offset)
+        self._apply_group_configs(group_id, sp)
+        return sp
+
+    def _apply_group_configs(self, group_id: str, sp: SharePartition) -> None:
+        """The group's settings in effect (Kafka's SharePartition reads them from the
+        GroupConfigManager at each use, falling back to the broker's group.share.*)."""
+        sp.lock_duration_ms = self.lock_duration_ms(group_id)
+        sp.delivery_count_limit = self.group_config(group_id, "share.delivery.count.limit")
+        sp.max_in_flight_records = self.group_config(group_id, "share.partition.max.record.locks")
 
     def persist(self, key: tuple[str, uuid.UUID, int]) -> None:
         """Write the share-partition's state if it changed (Kafka's WriteShareGroupState)."""
@@ -77,22 +91,23 @@ class ShareCoordinator:
         if sp is not None:
             self.persister.write(key, sp)
 
-    def _persist_group(self, group_id: str) -> None:
-        for key in [k for k in self.share_partitions if k[0] == group_id]:
-            self.persist(key)
-
     # ---- configs ---------------------------------------------------------------------------
 
     def _config(self, name: str, default: int) -> int:
         return share_config(self.broker, name, default)
 
-    @property
-    def lock_duration_ms(self) -> int:
-        return self._config("group.share.record.lock.duration.ms", 30000)
+    def group_config(self, group_id: str, name: str) -> Any:
+        """A group config's effective value for ``group_id`` (server/group_configs.py)."""
+        return group_config_manager(self.broker).group_config(group_id, name)
 
-    @property
-    def heartbeat_interval_ms(self) -> int:
-        return self._config("group.share.heartbeat.interval.ms", 5000)
+    def lock_duration_ms(self, group_id: str) -> int:
+        return int(self.group_config(group_id, "share.record.lock.duration.ms"))
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return int(self.group_config(group_id, "share.heartbeat.interval.ms"))
+
+    def read_committed(self, group_id: str) -> bool:
+        return self.group_config(group_id, "share.isolation.level") == "read_committed"
 
     # ---- ShareGroupHeartbeat ---------------------------------------------------------------
 
@@ -126,6 +141,7 @@ class ShareCoordinator:
             if member_epoch != JOIN_EPOCH:
                 return error(UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
             group = self.groups[group_id] = ShareGroup(group_id)
+            group.group_epoch = 1  # a group created by a heartbeat starts at epoch 1, as in Kafka 4.3
         member = group.members.get(member_id)
         changed = False
         if member is None:
@@ -146,24 +162,44 @@ class ShareCoordinator:
             member.rack_id = rack_id
         metadata = self._subscription_metadata(group)
         if changed or metadata != group.subscription_metadata:
-            group.compute_assignment(metadata)
+            group.group_epoch += 1
+            group.subscription_metadata = metadata
+        interval = int(self.group_config(group_id, "share.assignment.interval.ms"))
+        if group.group_epoch > group.assignment_epoch and now - group.last_assignment_ms >= interval:
+            group.assign(metadata, now)
         moved = group.reconcile(member) or member_epoch == JOIN_EPOCH
-        if moved:
-            for topic_id, parts in member.assignment.items():
-                for p in parts:
-                    self.share_partition(group_id, topic_id, p)
         assignment = None
         if moved:
             assignment = {"topic_partitions": [{"topic_id": t, "partitions": ps} for t, ps in member.assignment.items()]}
+        self._initialize_partitions(group)
         return {"throttle_time": 0, "error_code": NONE, "member_id": member_id, "member_epoch": member.member_epoch,
-                "heartbeat_interval": self.heartbeat_interval_ms, "assignment": assignment}
+                "heartbeat_interval": self.heartbeat_interval_ms(group_id), "assignment": assignment}
 
-    def _subscription_metadata(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, int]]:
+    def _subscription_metadata(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, list[int]]]:
+        """The subscribed topics that exist, with their initialized share-partitions (the only
+        ones Kafka's share group assignor is given)."""
         topics = self.broker.log_manager.topics
-        return {t: (topics[t].topic_id, topics[t].partitions) for t in sorted(group.subscribed_topics()) if t in topics}
+        out = {}
+        for t in sorted(group.subscribed_topics()):
+            if t in topics:
+                tid = topics[t].topic_id
+                out[t] = (tid, [p for p in range(topics[t].partitions) if (group.group_id, tid, p) in self.share_partitions])
+        return out
+
+    def _initialize_partitions(self, group: ShareGroup) -> None:
+        """Kafka's InitializeShareGroupState for the subscribed partitions not initialized yet:
+        their state is written with start offset -1, resolved at their first ShareFetch."""
+        topics = self.broker.log_manager.topics
+        for t in sorted(group.subscribed_topics()):
+            info = topics.get(t)
+            for p in range(info.partitions if info is not None else 0):
+                key = (group.group_id, info.topic_id, p)
+                if key not in self.share_partitions:
+                    sp = self.share_partitions[key] = self._new_partition(group.group_id, UNINITIALIZED_START_OFFSET)
+                    self.persister.write(key, sp, snapshot=True)
 
     def _expire_members(self, group: ShareGroup, now: int) -> None:
-        timeout = self._config("group.share.session.timeout.ms", 45000)
+        timeout = int(self.group_config(group.group_id, "share.session.timeout.ms"))
         for mid in [m.member_id for m in group.members.values() if now - m.last_heartbeat_ms > timeout]:
             self._remove_member(group, mid)
 
@@ -172,36 +208,48 @@ class ShareCoordinator:
         session closed, and the rest of the group gets a new assignment."""
         del group.members[member_id]
         self.sessions.remove_member(group.group_id, member_id)
-        for (gid, _, _), sp in self.share_partitions.items():
-            if gid == group.group_id:
-                sp.release_member(member_id)
-        self._persist_group(group.group_id)
-        group.compute_assignment(self._subscription_metadata(group))
+        self._release_member(group.group_id, member_id)
+        # The group epoch moves; the remaining members get the new target assignment at their
+        # next heartbeat (Kafka computes it there).
+        group.group_epoch += 1
 
     # ---- share-partitions ------------------------------------------------------------------
 
     def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
-        """The share-partition of ``group_id`` for a topic-partition, initialized on first use at
-        the log end (share.auto.offset.reset=latest, the default) or the log start (earliest)."""
+        """The share-partition of ``group_id`` for a topic-partition (initialized on first use),
+        its start offset resolved by share.auto.offset.reset if it has none yet (Kafka's
+        SharePartition.maybeInitialize at the first ShareFetch)."""
         key = (group_id, topic_id, partition)
-        sp = self.share_partitions.get(key)
-        if sp is not None:
-            return sp
         info = self.broker.log_manager.topics_by_id.get(topic_id)
         lg = self.broker.replica_manager.get_log(info.name, partition) if info is not None else None
-        if lg is None:
-            return None
-        reset = self.group_configs.get(group_id, {}).get(SHARE_AUTO_OFFSET_RESET, "latest")
-        start = lg.log_start_offset if reset == "earliest" else lg.high_watermark
-        sp = self.share_partitions[key] = self._new_partition(start)
-        self.persister.write(key, sp, snapshot=True)  # Kafka's InitializeShareGroupState
+        sp = self.share_partitions.get(key)
+        if sp is None:
+            if lg is None:
+                return None
+            sp = self.share_partitions[key] = self._new_partition(group_id, UNINITIALIZED_START_OFFSET)
+            self.persister.write(key, sp, snapshot=True)  # Kafka's InitializeShareGroupState
+        self._apply_group_configs(group_id, sp)
+        if not sp.initialized and lg is not None:
+            sp.initialize(self._reset_offset(group_id, lg))
         return sp
+
+    def _reset_offset(self, group_id: str, lg: Any) -> int:
+        """share.auto.offset.reset: the log start (earliest), the high watermark (latest), or the
+        first offset with a timestamp at or after now - duration (by_duration, else latest)."""
+        strategy, duration_ms = group_config_manager(self.broker).share_auto_offset_reset(group_id)
+        if strategy == "earliest":
+            return lg.log_start_offset
+        if strategy == "by_duration":
+            found = lg.fetch_offset_by_timestamp(_now_ms() - duration_ms)
+            if found is not None:
+                return found[1]
+        return lg.high_watermark
 
     def reset_share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> None:
         """AlterShareGroupOffsets: the share-partition starts at ``start_offset`` with nothing in flight."""
         self.groups.setdefault(group_id, ShareGroup(group_id))
         key = (group_id, topic_id, partition)
-        sp = self.share_partitions[key] = self._new_partition(start_offset)
+        sp = self.share_partitions[key] = self._new_partition(group_id, start_offset)
         self.persister.write(key, sp, snapshot=True)
 
     def delete_share_partitions(self, group_id: str, topic_id: uuid.UUID | None = None) -> None:
@@ -239,7 +287,6 @@ class ShareCoordinator:
             return NON_EMPTY_GROUP
         self.delete_share_partitions(group_id)
         del self.groups[group_id]
-        self.group_configs.pop(group_id, None)
         return NONE
 
     def expire_locks(self, now_ms: int | None = None) -> None:
@@ -259,7 +306,7 @@ class ShareCoordinator:
         if sp is None:
             return []
         acquired = sp.acquire(member_id, batches, max_records, _now_ms(), record_limit=record_limit)
-        self.persist((group_id, topic_id, partition))
+        self.persister.write((group_id, topic_id, partition), sp, states_only=True)
         return acquired
 
     def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
@@ -281,10 +328,14 @@ class ShareCoordinator:
     def release_session(self, group_id: str, member_id: str) -> None:
         """The member closed its share session (epoch -1): its acquired records go back."""
         self.sessions.close(group_id, member_id)
-        for (gid, _, _), sp in self.share_partitions.items():
-            if gid == group_id:
-                sp.release_member(member_id)
-        self._persist_group(group_id)
+        self._release_member(group_id, member_id)
+
+    def _release_member(self, group_id: str, member_id: str) -> None:
+        """The member's acquired records go back; a share-partition where it held none is not
+        written (nothing changed)."""
+        for key, sp in list(self.share_partitions.items()):
+            if key[0] == group_id and sp.release_member(member_id):
+                self.persist(key)
 
     # ---- ShareGroupDescribe ----------------------------------------------------------------
 

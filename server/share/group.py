@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 # Kafka's ShareGroup.ShareGroupState names, as ShareGroupDescribe and ListGroups report them.
 EMPTY, STABLE = "Empty", "Stable"
@@ -59,8 +60,11 @@ class ShareGroup:
         self.group_epoch = 0
         self.assignment_epoch = 0
         self.members: dict[str, ShareGroupMember] = {}
-        # (topic name -> (topic id, partition count)) the last assignment was computed from.
-        self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
+        # (topic name -> (topic id, partition count, or the initialized partitions)) the group
+        # epoch was last bumped for.
+        self.subscription_metadata: dict[str, tuple[uuid.UUID, Any]] = {}
+        # When the target assignment was last computed (share.assignment.interval.ms batches them).
+        self.last_assignment_ms = 0
 
     @property
     def state(self) -> str:
@@ -74,6 +78,12 @@ class ShareGroup:
         (the subscribed topics that exist: name -> (id, partition count))."""
         self.group_epoch += 1
         self.subscription_metadata = dict(metadata)
+        self.assign({t: (tid, list(range(n))) for t, (tid, n) in metadata.items()})
+
+    def assign(self, metadata: dict[str, tuple[uuid.UUID, list[int]]], now_ms: int = 0) -> None:
+        """The target assignment at the current group epoch over ``metadata`` (name -> (id, the
+        partitions that may be assigned: Kafka assigns only initialized share-partitions))."""
+        self.last_assignment_ms = now_ms
         member_ids = sorted(self.members)
         # Homogeneous or not: each member gets its share of the topics it subscribes to.
         by_subscription: dict[tuple[str, ...], list[str]] = {}
@@ -81,7 +91,7 @@ class ShareGroup:
             key = tuple(sorted(set(self.members[mid].subscribed_topic_names) & set(metadata)))
             by_subscription.setdefault(key, []).append(mid)
         for topics, mids in by_subscription.items():
-            partitions = [(metadata[t][0], p) for t in topics for p in range(metadata[t][1])]
+            partitions = [(metadata[t][0], p) for t in topics for p in metadata[t][1]]
             for mid, assignment in simple_assign(mids, partitions).items():
                 self.members[mid].target_assignment = assignment
         self.assignment_epoch = self.group_epoch

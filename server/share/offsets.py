@@ -56,18 +56,22 @@ def describe_offsets(coordinator: ShareCoordinator, group_id: str, topics: list[
             continue
         rows = []
         for p in partitions:
-            sp = coordinator.share_partitions.get((group_id, info.topic_id, p))
-            if sp is None:
-                rows.append({"partition_index": p, "start_offset": UNINITIALIZED_START_OFFSET, "leader_epoch": -1,
+            # Kafka answers from the share coordinator's state: the start offset as last written
+            # (-1 until the first write after the first ShareFetch resolved it).
+            persisted = coordinator.persister.persisted((group_id, info.topic_id, p))
+            if persisted is None or persisted[0] < 0:
+                rows.append({"partition_index": p, "start_offset": UNINITIALIZED_START_OFFSET,
+                             "leader_epoch": -1 if persisted is None else 0,
                              "lag": UNKNOWN_LAG, "error_code": errors.NONE, "error_message": None})
                 continue
+            start, batches = persisted
             lg = coordinator.broker.replica_manager.get_log(name, p)
             lag = UNKNOWN_LAG
             if lg is not None:
-                done = sum(1 for o, r in sp.records.items()
-                           if o >= sp.start_offset and r.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
-                lag = max(0, lg.high_watermark - sp.start_offset - done)
-            rows.append({"partition_index": p, "start_offset": sp.start_offset, "leader_epoch": 0, "lag": lag,
+                done = sum(min(b.last_offset, lg.high_watermark - 1) - max(b.first_offset, start) + 1 for b in batches
+                           if b.delivery_state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED) and b.last_offset >= start)
+                lag = max(0, lg.high_watermark - start - done)
+            rows.append({"partition_index": p, "start_offset": start, "leader_epoch": 0, "lag": lag,
                          "error_code": errors.NONE, "error_message": None})
         out.append({"topic_name": name, "topic_id": info.topic_id, "partitions": rows})
     return {"group_id": group_id, "topics": out, "error_code": errors.NONE, "error_message": None}

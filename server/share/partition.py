@@ -66,6 +66,21 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self.max_in_flight_records = max_in_flight_records
         self.records: dict[int, InFlightRecord] = {}
+        # Kafka writes a share-partition's state with the start offset it had before the change
+        # being written (its cache moves after the write): the start offset of the next write,
+        # and the finished records the start offset has moved over since the last write.
+        self.write_start_offset = start_offset
+        self.done_since_write: dict[int, InFlightRecord] = {}
+
+    @property
+    def initialized(self) -> bool:
+        """False until the first ShareFetch resolves the start offset (Kafka's -1, uninitialized)."""
+        return self.start_offset >= 0
+
+    def initialize(self, start_offset: int) -> None:
+        """Kafka's SharePartition.maybeInitialize for a state without a start offset:
+        share.auto.offset.reset resolved to ``start_offset``."""
+        self.start_offset = self.next_fetch_offset_new = self.write_start_offset = start_offset
 
     # ---- fetch side --------------------------------------------------------------------
 
@@ -116,6 +131,16 @@ class SharePartition:
                 acquired.append((offset, rec.delivery_count))
         self._advance_start_offset()
         return _coalesce(acquired)
+
+    def archive(self, ranges: list[tuple[int, int]]) -> None:
+        """Records never fetched before that must not be delivered (an aborted transaction's,
+        under read_committed) are ARCHIVED as they are read."""
+        for first, last in ranges:
+            for offset in range(max(first, self.next_fetch_offset_new), last + 1):
+                self.records.setdefault(offset, InFlightRecord(RecordState.ARCHIVED, 0))
+        while (rec := self.records.get(self.next_fetch_offset_new)) is not None and rec.state == RecordState.ARCHIVED:
+            self.next_fetch_offset_new += 1
+        self._advance_start_offset()
 
     # ---- acknowledgements --------------------------------------------------------------
 
@@ -196,6 +221,8 @@ class SharePartition:
             rec = self.records.get(offset)
             if rec is None or rec.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
                 self.records.pop(offset, None)
+                if rec is not None and offset >= self.write_start_offset:
+                    self.done_since_write[offset] = rec
                 offset += 1
             else:
                 break

@@ -71,12 +71,17 @@ class ReplayedState:
     snapshot_offset: int = -1
 
 
-def persisted_state(sp: SharePartition) -> PersistedState:
+def persisted_state(sp: SharePartition, *, as_written: bool = False) -> PersistedState:
     """The durable view of ``sp``: ACQUIRED written as AVAILABLE at the count before acquisition;
-    runs of never-delivered AVAILABLE records left out (they read as new after a restart)."""
+    runs of never-delivered AVAILABLE records left out (they read as new after a restart).
+    ``as_written``: as Kafka writes it, from the start offset before the change being written
+    (with the finished records the in-memory start offset has moved over since)."""
+    start, records = sp.start_offset, sp.records
+    if as_written:
+        start, records = sp.write_start_offset, {**sp.done_since_write, **sp.records}
     batches: list[StateBatch] = []
-    for offset in sorted(o for o in sp.records if o >= sp.start_offset):
-        rec = sp.records[offset]
+    for offset in sorted(o for o in records if o >= start):
+        rec = records[offset]
         if rec.state == RecordState.ACQUIRED:
             state, count = int(RecordState.AVAILABLE), rec.delivery_count - 1
         else:
@@ -88,7 +93,13 @@ def persisted_state(sp: SharePartition) -> PersistedState:
             batches[-1] = StateBatch(last.first_offset, offset, state, count)
         else:
             batches.append(StateBatch(offset, offset, state, count))
-    return sp.start_offset, tuple(batches)
+    return start, tuple(batches)
+
+
+def _clip(batches: tuple[StateBatch, ...], start: int) -> tuple[StateBatch, ...]:
+    """``batches`` from ``start`` on."""
+    return tuple(b if b.first_offset >= start else StateBatch(start, b.last_offset, b.delivery_state, b.delivery_count)
+                 for b in batches if b.last_offset >= start)
 
 
 def share_config(broker: Broker, name: str, default: int) -> int:
@@ -135,12 +146,20 @@ class ShareStatePersister:
 
     # ---- writing ---------------------------------------------------------------------------
 
-    def write(self, key: SharePartitionKey, sp: SharePartition, *, snapshot: bool = False) -> None:
-        """Append the share-partition's state if it changed since the last write: a ShareUpdate,
-        or a ShareSnapshot when asked, on the first write or after enough updates."""
-        state = persisted_state(sp)
+    def persisted(self, key: SharePartitionKey) -> PersistedState | None:
+        """What the state topic holds for the share-partition (DescribeShareGroupOffsets reads it)."""
         last = self.written.get(key)
-        if last is not None and last.state == state and not snapshot:
+        return None if last is None else last.state
+
+    def write(self, key: SharePartitionKey, sp: SharePartition, *, snapshot: bool = False,
+              states_only: bool = False) -> None:
+        """Append the share-partition's state if it changed since the last write: a ShareUpdate,
+        or a ShareSnapshot when asked, on the first write or after enough updates. With
+        ``states_only`` a change of the start offset alone is not written (an acquisition, or the
+        start offset resolved at the first ShareFetch: Kafka writes neither)."""
+        state = persisted_state(sp, as_written=True)
+        last = self.written.get(key)
+        if last is not None and not snapshot and (last.state == state or (states_only and _clip(last.state[1], state[0]) == state[1])):
             return
         now = int(time.time() * 1000)
         per_snapshot = self._config("share.coordinator.snapshot.update.records.per.snapshot", 500)
@@ -150,14 +169,19 @@ class ShareStatePersister:
             created = now if last is None else last.create_timestamp
             value = ShareStateValue(epoch, 0, start, list(batches), 0, created, now)
             offset = self._append(key, [(share_key(SHARE_SNAPSHOT_TYPE, *key), snapshot_value(value))])
-            if offset >= 0:
-                self.written[key] = _Written(state, epoch, 0, created, offset)
-                self._prune(partition_for(*key, self.num_partitions))
+            if offset < 0:
+                return
+            self.written[key] = _Written(state, epoch, 0, created, offset)
+            self._prune(partition_for(*key, self.num_partitions))
         else:
             value = ShareStateValue(last.snapshot_epoch, 0, start, list(batches))
-            if self._append(key, [(share_key(SHARE_UPDATE_TYPE, *key), update_value(value))]) >= 0:
-                self.written[key] = _Written(state, last.snapshot_epoch, last.updates + 1, last.create_timestamp,
-                                             last.snapshot_offset)
+            if self._append(key, [(share_key(SHARE_UPDATE_TYPE, *key), update_value(value))]) < 0:
+                return
+            self.written[key] = _Written(state, last.snapshot_epoch, last.updates + 1, last.create_timestamp,
+                                         last.snapshot_offset)
+        # Kafka's cache moves after the write: the next write starts from here.
+        sp.write_start_offset = sp.start_offset
+        sp.done_since_write.clear()
 
     def _prune(self, partition: int) -> None:
         """Kafka's share coordinator prunes its state topic by offsets (cleanup.policy=delete,
@@ -240,4 +264,9 @@ class ShareStatePersister:
                 sp.records[o] = InFlightRecord(RecordState(state), count)
             sp.next_fetch_offset_new = end
         sp._advance_start_offset()
-        self.written[key] = _Written(persisted_state(sp), st.snapshot_epoch, 0, st.create_timestamp, st.snapshot_offset)
+        self.written[key] = _Written(persisted_state(sp, as_written=True), st.snapshot_epoch, 0, st.create_timestamp,
+                                     st.snapshot_offset)
+        # Kafka's SharePartition.maybeInitialize moves its cached start offset over the leading
+        # finished records it read: its next write starts from there.
+        sp.write_start_offset = sp.start_offset
+        sp.done_since_write.clear()

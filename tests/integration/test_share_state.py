@@ -21,6 +21,13 @@ def _join(w: Wire, group: str, member: str, topic: str) -> dict[str, Any]:
                           "subscribed_topic_names": [topic]})
 
 
+def _earliest(w: Wire, group: str) -> None:
+    """Group config share.auto.offset.reset=earliest: the first ShareFetch starts at the log start."""
+    answer = w.call(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
+        {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]}], "validate_only": False})
+    assert answer["responses"][0]["error_code"] == 0, answer
+
+
 def _fetch(w: Wire, group: str, member: str, epoch: int, topic_id: uuid.UUID,
            acks: list[dict[str, Any]] | None = None) -> list[tuple[int, int, int]]:
     body = w.call(78, 2, {"group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait": 0,
@@ -44,6 +51,7 @@ def _scenario_before(w: Wire, topic: str, group: str) -> uuid.UUID:
     """10 records: 0-3 accepted, 4 rejected, 5-6 released once, 7-9 acquired and never acknowledged."""
     w.create_topic(topic)
     topic_id = w.metadata([topic])["topics"][0]["topic_id"]
+    _earliest(w, group)
     assert _join(w, group, "m1", topic)["error_code"] == 0
     assert w.produce(topic, batch([b"v%d" % i for i in range(10)]))["error"] == 0
     assert _fetch(w, group, "m1", 0, topic_id) == [(0, 9, 1)]
@@ -59,13 +67,14 @@ def _scenario_after(w: Wire, topic: str, group: str) -> None:
     assert hb["error_code"] == UNKNOWN_MEMBER_ID
     assert _join(w, group, "m1", topic)["error_code"] == 0
     offsets = w.call(90, 1, {"groups": [{"group_id": group, "topics": None}]})["groups"][0]["topics"][0]["partitions"]
-    assert [(p["start_offset"], p["lag"]) for p in offsets] == [(5, 5)]
+    # The start offset as last written (Kafka writes it from before the acknowledgement it writes): 0.
+    assert [(p["start_offset"], p["lag"]) for p in offsets] == [(0, 5)]
     # 5-6 were released once (durable), their second delivery was in flight: delivered as the
     # second again, as Kafka persists nothing at acquisition; 7-9 were never acknowledged: first.
     assert _fetch(w, group, "m1", 0, topic_id) == [(5, 6, 2), (7, 9, 1)]
     assert _fetch(w, group, "m1", 1, topic_id, [_ack(5, 9, ACCEPT)]) == []
     offsets = w.call(90, 1, {"groups": [{"group_id": group, "topics": None}]})["groups"][0]["topics"][0]["partitions"]
-    assert [(p["start_offset"], p["lag"]) for p in offsets] == [(10, 0)]
+    assert [(p["start_offset"], p["lag"]) for p in offsets] == [(5, 0)]
 
 
 def test_restart_keeps_acknowledgements_and_redelivers_the_rest() -> None:
@@ -115,6 +124,7 @@ def test_state_topic_is_pruned_below_the_snapshots() -> None:
         with Wire(b.bootstrap_servers) as w:
             w.create_topic(topic)
             topic_id = w.metadata([topic])["topics"][0]["topic_id"]
+            _earliest(w, group)
             assert _join(w, group, "m1", topic)["error_code"] == 0
             assert w.produce(topic, batch([b"v%d" % i for i in range(20)]))["error"] == 0
             assert _fetch(w, group, "m1", 0, topic_id) == [(0, 19, 1)]
@@ -148,9 +158,9 @@ def test_java_share_consumer_after_a_restart(tmp_path) -> None:
         with Wire(b.bootstrap_servers) as w:
             w.create_topic(topic)
             topic_id = w.metadata([topic])["topics"][0]["topic_id"]
-            # The share-partition starts at offset 0 (an empty topic, share.auto.offset.reset=latest).
-            assert _join(w, group, "init", topic)["error_code"] == 0
-            w.call(76, 1, {"group_id": group, "member_id": "init", "member_epoch": -1, "rack_id": None, "subscribed_topic_names": None})
+            # The share-partition starts at offset 0: the group reads from the log start (its first
+            # ShareFetch comes after the records; with the default, latest, it would skip them).
+            _earliest(w, group)
             assert w.produce(topic, batch([b"a%d" % i for i in range(200)]))["error"] == 0
         first = _share_consumer(home, b.bootstrap_servers, topic, group, tmp_path)
         out, _ = first.communicate(timeout=120)
@@ -159,7 +169,8 @@ def test_java_share_consumer_after_a_restart(tmp_path) -> None:
         with Wire(b.bootstrap_servers) as w:
             assert w.produce(topic, batch([b"b%d" % i for i in range(5)]))["error"] == 0
             offsets = w.call(90, 1, {"groups": [{"group_id": group, "topics": None}]})["groups"][0]["topics"]
-            assert [(t["topic_id"], [p["start_offset"] for p in t["partitions"]]) for t in offsets] == [(topic_id, [200])]
+            # The state as last written: the acknowledgement of 0-199, from start offset 0.
+            assert [(t["topic_id"], [(p["start_offset"], p["lag"]) for p in t["partitions"]]) for t in offsets] == [(topic_id, [(0, 5)])]
         second = _share_consumer(home, b.bootstrap_servers, topic, group, tmp_path)
         out, _ = second.communicate(timeout=120)
         assert [line for line in out.splitlines() if line[:1] in ("a", "b")] == [f"b{i}" for i in range(5)]
