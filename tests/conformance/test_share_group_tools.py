@@ -70,3 +70,126 @@ def test_share_group_tools(conform):
     assert [r[2:] for r in obs["describe_offsets"][1:]] == [["0", "3", "0"], ["1", "3", "0"]]
     assert [(g["protocol_type"], g["group_state"], g["group_type"]) for g in obs["list_groups"]] == [("share", "Empty", "share")]
     assert obs["describe_share_group_offsets"] == [[0, 3, 0, 0], [1, 3, 0, 0]]
+
+
+# ---- a share group with members: epochs, initialization, start offsets, group configs -------------
+
+
+def _heartbeat(w: Any, group: str, member: str, epoch: int, topics: list[str] | None = None) -> dict[str, Any]:
+    return w.call(76, 1, {"group_id": group, "member_id": member, "member_epoch": epoch, "rack_id": None,
+                          "subscribed_topic_names": topics})
+
+
+def _hb_view(answer: dict[str, Any]) -> tuple[Any, ...]:
+    a = answer.get("assignment")
+    parts = None if a is None else sorted(p for tp in a["topic_partitions"] for p in tp["partitions"])
+    return answer["error_code"], answer["member_epoch"], answer["heartbeat_interval"], parts
+
+
+def _group_view(w: Any, group: str) -> tuple[Any, ...]:
+    g = w.call(77, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+    members = sorted((m["member_id"], m["member_epoch"], sorted(p for tp in m["assignment"]["topic_partitions"] for p in tp["partitions"]))
+                     for m in g["members"])
+    return g["error_code"], g["group_state"], g["group_epoch"], g["assignment_epoch"], g["assignor_name"], members
+
+
+def _offsets_view(w: Any, group: str, topic: str | None) -> list[tuple[Any, ...]]:
+    topics = None if topic is None else [{"topic_name": topic, "partitions": [0, 1]}]
+    g = w.call(90, 1, {"groups": [{"group_id": group, "topics": topics}]})["groups"][0]
+    return [(p["partition_index"], p["start_offset"], p["leader_epoch"], p["lag"], p["error_code"])
+            for t in g["topics"] for p in sorted(t["partitions"], key=lambda p: p["partition_index"])]
+
+
+def _acquired(body: dict[str, Any]) -> list[tuple[int, int, int, int]]:
+    return sorted((p["partition_index"], a["first_offset"], a["last_offset"], a["delivery_count"])
+                  for t in body["responses"] for p in t["partitions"] for a in p["acquired_records"])
+
+
+def scenario_share_group_members(ctx: Ctx) -> dict[str, Any]:
+    """Members join a share group: Kafka 4.3.1's epochs (the first member's empty assignment at
+    epoch 2 while the partitions are initialized, then epoch 3), the start offset resolved by the
+    group config share.auto.offset.reset=earliest at the first ShareFetch, DescribeShareGroupOffsets
+    as the share coordinator last wrote the state, and kafka-share-groups.sh --describe."""
+    import time
+
+    w = ctx.wire()
+    topic, group = ctx.topic("t"), ctx.group("g")
+    w.create_topic(topic, partitions=2)
+    topic_id = w.metadata([topic])["topics"][0]["topic_id"]
+    for p in (0, 1):
+        assert w.produce(topic, batch([b"a", b"b", b"c"]), partition=p)["error"] == 0
+    for _ in range(120):  # a freshly started Kafka needs its coordinators loaded first
+        if w.call(10, 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"][0]["error_code"] == 0:
+            break
+        time.sleep(0.5)
+    obs: dict[str, Any] = {}
+    configs = [{"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]
+    obs["set_config"] = w.call(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": configs}],
+                                       "validate_only": False})["responses"]
+    obs["join_a"] = _hb_view(_heartbeat(w, group, "member-a", 0, [topic]))
+    obs["group_after_join"] = _group_view(w, group)
+    obs["offsets_after_join"] = _offsets_view(w, group, topic)
+    obs["offsets_after_join_all"] = _offsets_view(w, group, None)
+    epoch, views = obs["join_a"][1], []
+    for _ in range(30):  # heartbeats until the initialized partitions are assigned
+        time.sleep(1.2)  # past share.assignment.interval.ms (1000)
+        view = _hb_view(_heartbeat(w, group, "member-a", epoch))
+        epoch = view[1]
+        if view[3]:
+            views.append(view)
+            break
+    obs["assigned_a"] = views
+    obs["group_assigned"] = _group_view(w, group)
+    obs["tool_members"] = [r[:2] + r[3:] for r in _tool(ctx, "--describe", "--group", group, "--members")]
+    obs["tool_state"] = [r[:1] + r[2:] for r in _tool(ctx, "--describe", "--group", group, "--state")]
+    obs["tool_members_verbose"] = [r[:2] + r[3:] for r in _tool(ctx, "--describe", "--group", group, "--members", "--verbose")]
+    obs["tool_state_verbose"] = [r[:1] + r[2:] for r in _tool(ctx, "--describe", "--group", group, "--state", "--verbose")]
+    acquired: list[tuple[int, int, int, int]] = []
+    session = 0
+    for _ in range(10):
+        body = w.call(78, 2, {"group_id": group, "member_id": "member-a", "share_session_epoch": session, "max_wait": 1000,
+                              "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500,
+                              "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": p, "acknowledgement_batches": []}
+                                                                              for p in (0, 1)]}], "forgotten_topics_data": []})
+        session += 1
+        acquired += _acquired(body)
+        if len(acquired) == 2:
+            break
+    obs["acquired"] = sorted(acquired)
+    obs["offsets_after_fetch"] = _offsets_view(w, group, topic)
+
+    def ack(batches: dict[int, list[tuple[int, int, int]]]) -> list[tuple[int, int]]:
+        nonlocal session
+        body = w.call(79, 2, {"group_id": group, "member_id": "member-a", "share_session_epoch": session, "topics": [
+            {"topic_id": topic_id, "partitions": [{"partition_index": p, "acknowledgement_batches": [
+                {"first_offset": f, "last_offset": last, "acknowledge_types": [t]} for f, last, t in bs]} for p, bs in batches.items()]}]})
+        session += 1
+        return sorted((p["partition_index"], p["error_code"]) for t in body["responses"] for p in t["partitions"])
+
+    obs["ack_1"] = ack({0: [(0, 0, 1)], 1: [(0, 2, 1)]})
+    obs["offsets_after_ack_1"] = _offsets_view(w, group, topic)
+    obs["ack_2"] = ack({0: [(1, 1, 1), (2, 2, 2)]})  # accept 1, release 2
+    obs["offsets_after_ack_2"] = _offsets_view(w, group, topic)
+    obs["tool_offsets"] = _tool(ctx, "--describe", "--group", group, "--offsets")
+    b = _hb_view(_heartbeat(w, group, "member-b", 0, [topic]))
+    obs["join_b"] = (b[0], b[1], b[2], len(b[3] or []))
+    g = _group_view(w, group)
+    obs["group_after_join_b"] = g[:5] + ([(m[0], m[1], len(m[2])) for m in g[5]],)
+    obs["leave_b"] = _hb_view(_heartbeat(w, group, "member-b", -1))
+    obs["group_after_leave_b"] = _group_view(w, group)[:5]
+    obs["leave_a"] = _hb_view(_heartbeat(w, group, "member-a", -1))
+    obs["group_empty"] = _group_view(w, group)
+    obs["offsets_empty"] = _offsets_view(w, group, None)
+    return obs
+
+
+def test_share_group_members(conform):
+    obs = conform(scenario_share_group_members)
+    assert obs["join_a"] == [0, 2, 5000, []]
+    assert obs["assigned_a"] == [[0, 3, 5000, [0, 1]]]
+    assert obs["offsets_after_join"] == [[0, -1, 0, -1, 0], [1, -1, 0, -1, 0]] or obs["offsets_after_join"][0][1] == -1
+    assert obs["acquired"] == [[0, 0, 2, 1], [1, 0, 2, 1]]
+    assert [o[1] for o in obs["offsets_after_fetch"]] == [-1, -1]
+    assert [(o[1], o[3]) for o in obs["offsets_after_ack_1"]] == [(0, 2), (0, 0)]
+    assert obs["tool_state_verbose"][1][-3:] == ["3", "3", "1"]  # group epoch, assignment epoch, members
+    assert obs["tool_members_verbose"][1][-2] == "3"  # member epoch
