@@ -71,6 +71,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("group.consumer.max.size", "int", 2**31 - 1, at_least=1),
         ConfigDef("group.consumer.assignment.interval.ms", "int", 1000, at_least=0),
         ConfigDef("group.consumer.assignors", "list", "uniform,range", list_empty_ok=False),  # any non-empty list, as Kafka
+        ConfigDef("group.consumer.migration.policy", "string", "bidirectional", one_of=("DISABLED", "DOWNGRADE", "UPGRADE", "BIDIRECTIONAL"), case_insensitive=True),
         # Share groups (KIP-932, server/share): Kafka 4.3.1's ShareGroupConfig defaults and bounds.
         ConfigDef("group.share.session.timeout.ms", "int", 45000, at_least=1),
         ConfigDef("group.share.min.session.timeout.ms", "int", 45000, at_least=1),

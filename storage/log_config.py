@@ -137,6 +137,8 @@ class ConfigDef:
     list_empty_ok: bool | None = None
     # Kafka's ThrottledReplicaListValidator ({leader,follower}.replication.throttled.replicas).
     replica_list: bool = False
+    # Kafka's CaseInsensitiveValidString: one_of (upper case) matched ignoring case.
+    case_insensitive: bool = False
 
     def parse(self, value: Any) -> Any:
         if self.list_empty_ok is not None:
@@ -159,9 +161,10 @@ class ConfigDef:
         if self.at_most is not None and parsed > self.at_most:
             bound = int(self.at_most) if self.type != "double" else self.at_most
             raise ConfigError(f"Invalid value {shown} for configuration {self.name}: Value must be no more than {bound}")
-        if self.one_of is not None and parsed not in self.one_of:
+        if self.one_of is not None and (parsed.upper() if self.case_insensitive else parsed) not in self.one_of:
             raise ConfigError(
-                f"Invalid value {value} for configuration {self.name}: String must be one of: {', '.join(self.one_of)}"
+                f"Invalid value {value} for configuration {self.name}: String must be one of"
+                f"{' (case insensitive)' if self.case_insensitive else ''}: {', '.join(self.one_of)}"
             )
         if self.list_of is not None and self.list_empty_ok is None:
             items = parsed.split(",") if parsed else []

@@ -46,6 +46,18 @@ class ConsumerGroupState(Enum):
 
 
 @dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """A member that speaks the classic protocol inside a consumer group (KIP-848's online
+    migration): its session timeout and its JoinGroup protocols (name, metadata)."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+    def protocol_name(self) -> str:
+        return self.supported_protocols[0][0] if self.supported_protocols else ""
+
+
+@dataclass(frozen=True)
 class ConsumerGroupMember:
     """One member (Kafka's ConsumerGroupMember): its metadata and its current assignment."""
 
@@ -66,6 +78,12 @@ class ConsumerGroupMember:
     # (topic id, partition) -> the epoch it was assigned at (KIP-1251): a commit with an older
     # member epoch is accepted for the partitions the member already had at that epoch.
     assignment_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict, compare=False)
+    # set for a member using the classic protocol (JoinGroup/SyncGroup/Heartbeat), else None
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def assignment_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.assignment_epochs.get((topic_id, partition), max(self.member_epoch, 0))
@@ -73,9 +91,9 @@ class ConsumerGroupMember:
     def metadata_equals(self, other: ConsumerGroupMember) -> bool:
         """Same ConsumerGroupMemberMetadataValue (no record needed)."""
         return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-                self.subscribed_topic_regex, self.server_assignor, self.rebalance_timeout_ms) == (
+                self.subscribed_topic_regex, self.server_assignor, self.rebalance_timeout_ms, self.classic) == (
                 other.instance_id, other.rack_id, other.client_id, other.client_host, other.subscribed_topic_names,
-                other.subscribed_topic_regex, other.server_assignor, other.rebalance_timeout_ms)
+                other.subscribed_topic_regex, other.server_assignor, other.rebalance_timeout_ms, other.classic)
 
     def assignment_equals(self, other: ConsumerGroupMember) -> bool:
         """Same ConsumerGroupCurrentMemberAssignmentValue (no record needed)."""
@@ -139,6 +157,32 @@ class ConsumerGroup:
             if m.server_assignor:
                 counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
         return max(sorted(counts), key=lambda a: counts[a]) if counts else default
+
+    def classic_members(self) -> list[ConsumerGroupMember]:
+        return [m for m in self.members.values() if m.classic is not None]
+
+    def supports_classic_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        """Kafka's ConsumerGroup.supportsClassicProtocols: one of ``names`` every classic member supports."""
+        if protocol_type != "consumer":
+            return False
+        if not self.members:
+            return bool(names)
+        classic = self.classic_members()
+        return any(all(n in {p for p, _ in m.classic.supported_protocols} for m in classic if m.classic) for n in names)
+
+    def all_members_use_classic_protocol_except(self, member_id: str) -> bool:
+        member = self.members.get(member_id)
+        return member is not None and member.classic is None and len(self.classic_members()) == len(self.members) - 1
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """Kafka's waitingOnUnreleasedPartition: a target partition still owned by another member."""
+        if member.state != MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for t, ps in self.target.get(member.member_id, {}).items():
+            mine = member.assigned.get(t, frozenset())
+            if any(p not in mine and self.current_partition_epoch(t, p) != -1 for p in ps):
+                return True
+        return False
 
     def current_partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get((topic_id, partition), -1)

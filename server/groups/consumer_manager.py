@@ -16,11 +16,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from kafka_sidecar.protocol import errors
 
 from .assignors import ASSIGNORS, MemberSubscription
 from .consumer_group import (
+    ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
@@ -99,6 +101,8 @@ class HeartbeatRequest:
     owned: Partitions | None = None
     # whether the member may DESCRIBE a topic (None: no authorizer): what its regexes resolve to
     topic_authorized: Callable[[str], bool] | None = None
+    # a classic member's JoinGroup (classic_members.py): its session timeout and protocols
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,14 @@ def kafka_uuid_string() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+class Migration(Protocol):
+    """The conversions between classic and consumer groups (``migration.py``)."""
+
+    def maybe_upgrade(self, group_id: str) -> bool: ...
+
+    def maybe_downgrade(self, group_id: str, leaving_member_id: str) -> bool: ...
+
+
 class ConsumerGroupManager:
     """Consumer groups (KIP-848): the heartbeat state machine, timers, replay."""
 
@@ -129,6 +141,8 @@ class ConsumerGroupManager:
         self.topic_lookup = topic_lookup
         self.regex_topics: RegexTopics = regex_topics or (lambda _pattern: set())
         self.groups: dict[str, ConsumerGroup] = {}
+        # KIP-848's online migration (migration.py): set by the coordinator
+        self.migration: Migration | None = None
 
     # ---- replay (the only way state changes) --------------------------------------------------
 
@@ -183,7 +197,7 @@ class ConsumerGroupManager:
             self.store.groups.get(group.group_id) or self.store.create_group(group.group_id)
             group.subscribed_metadata = self._subscribed_metadata(self._group_topics(group.members, group.resolved_regexes))
             for m in group.members.values():
-                self._schedule_session(group.group_id, m.member_id)
+                self.schedule_session(group.group_id, m.member_id)
 
     def is_consumer_group(self, group_id: str) -> bool:
         return group_id in self.groups
@@ -236,9 +250,13 @@ class ConsumerGroupManager:
             raise HeartbeatError(UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported. "
                                  f"Supported assignors: {', '.join(self.config.assignors)}.")
 
-    def _classic_conflict(self, group_id: str) -> None:
+    def _classic_conflict(self, group_id: str, member_epoch: int) -> None:
+        """A classic group with members is upgraded by a joining member when the policy allows it
+        (Kafka's getOrMaybeCreateConsumerGroup), else the heartbeat is refused."""
         classic = self.store.groups.get(group_id)
         if classic is not None and not classic.is_empty and group_id not in self.groups:
+            if member_epoch == 0 and self.migration is not None and self.migration.maybe_upgrade(group_id):
+                return
             raise HeartbeatError(errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
     def _member_for(self, group: ConsumerGroup | None, req: HeartbeatRequest) -> tuple[ConsumerGroupMember, list[Record]]:
@@ -293,7 +311,8 @@ class ConsumerGroupManager:
 
     def _heartbeat(self, ctx: RequestContext, req: HeartbeatRequest) -> Response:
         gid = req.group_id
-        self._classic_conflict(gid)
+        if req.classic is None:
+            self._classic_conflict(gid, req.member_epoch)
         group = self.groups.get(gid)
         member, records = self._member_for(group, req)
         joining = member.member_id not in (group.members if group else {})
@@ -307,6 +326,7 @@ class ConsumerGroupManager:
             subscribed_topic_regex=req.subscribed_topic_regex if req.subscribed_topic_regex is not None else member.subscribed_topic_regex,
             server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
             rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+            classic=req.classic if req.classic is not None else member.classic,
         )
         bump = False
         if joining or records or not updated.metadata_equals(member):
@@ -342,7 +362,7 @@ class ConsumerGroupManager:
                 for t, ps in parts.items():
                     for p in ps:
                         epochs.pop((t, p), None)
-        subscribed_ids = {v[0] for name in self._topics_of(updated, resolved) if (v := self.topic_lookup(name)) is not None}
+        subscribed_ids = {v[0] for name in _topics_of(updated, resolved) if (v := self.topic_lookup(name)) is not None}
         reconciled = reconcile(updated, assignment_epoch, target.get(updated.member_id, {}), subscribed_ids, req.owned,
                                lambda t, p: epochs.get((t, p), -1))
         if joining or records or not reconciled.assignment_equals(member):
@@ -359,7 +379,7 @@ class ConsumerGroupManager:
         if wait_ms > 0 and _assignment_key(gid) not in self.timer:
             self.timer.schedule(_assignment_key(gid), wait_ms, lambda: self._deferred_assignment(gid))
         final = self.groups[gid].members[reconciled.member_id]
-        self._schedule_session(gid, final.member_id)
+        self.schedule_session(gid, final.member_id)
         if final.state == MemberState.UNREVOKED_PARTITIONS:
             if _rebalance_key(gid, final.member_id) not in self.timer:
                 self._schedule_rebalance(gid, final.member_id, final.member_epoch, final.rebalance_timeout_ms)
@@ -373,16 +393,8 @@ class ConsumerGroupManager:
             "assignment": {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(final.assigned.items(), key=lambda i: str(i[0]))]} if send else None,
         }
 
-    @staticmethod
-    def _topics_of(member: ConsumerGroupMember, resolved: dict[str, ResolvedRegularExpression]) -> set[str]:
-        """The topic names a member subscribes to: its names and the topics its regex resolved to."""
-        topics = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex and (r := resolved.get(member.subscribed_topic_regex)) is not None:
-            topics |= r.topics
-        return topics
-
     def _group_topics(self, members: dict[str, ConsumerGroupMember], resolved: dict[str, ResolvedRegularExpression]) -> set[str]:
-        return {t for m in members.values() for t in self._topics_of(m, resolved)}
+        return {t for m in members.values() for t in _topics_of(m, resolved)}
 
     def _resolve_regexes(self, gid: str, group: ConsumerGroup | None, members: dict[str, ConsumerGroupMember],
                          authorized: Callable[[str], bool] | None, records: list[Record]) -> dict[str, ResolvedRegularExpression]:
@@ -439,7 +451,7 @@ class ConsumerGroupManager:
         ids = {name: v for name in metadata if (v := self.topic_lookup(name)) is not None}
         partitions = {tid: n for tid, n in ids.values()}
         subs = {
-            mid: MemberSubscription(frozenset(ids[n][0] for n in self._topics_of(m, resolved) if n in ids), m.instance_id, m.rack_id, target.get(mid, {}))
+            mid: MemberSubscription(frozenset(ids[n][0] for n in _topics_of(m, resolved) if n in ids), m.instance_id, m.rack_id, target.get(mid, {}))
             for mid, m in members.items()
         }
         assignor_name = ConsumerGroup(gid, members=members).preferred_assignor(self.config.assignors[0])
@@ -489,8 +501,9 @@ class ConsumerGroupManager:
         if group is None or member_id not in group.members:
             return errors.NONE
         log.info("[GroupId %s] member %s left the consumer group: %s", gid, member_id, reason)
-        self.timer.cancel(_session_key(gid, member_id))
-        self.timer.cancel(_rebalance_key(gid, member_id))
+        self.cancel_member_timers(gid, member_id)
+        if self.migration is not None and self.migration.maybe_downgrade(gid, member_id):
+            return errors.NONE
         records = _remove_member_records(gid, member_id)
         regex = group.members[member_id].subscribed_topic_regex
         if regex and regex in group.resolved_regexes and not any(
@@ -500,9 +513,24 @@ class ConsumerGroupManager:
         error = self.writer.write_and_replay(gid, records)
         return append_error_to_response_error(error) if error else errors.NONE
 
-    def _schedule_session(self, gid: str, member_id: str) -> None:
-        self.timer.schedule(_session_key(gid, member_id), self.config.session_timeout_ms,
-                            lambda: self.fence_member(gid, member_id, "its session timed out"))
+    def schedule_session(self, gid: str, member_id: str) -> None:
+        """(Re)start the member's session: group.consumer.session.timeout.ms, or a classic member's own."""
+        group = self.groups.get(gid)
+        member = group.members.get(member_id) if group else None
+        timeout = member.classic.session_timeout_ms if member is not None and member.classic is not None else self.config.session_timeout_ms
+        self.timer.schedule(_session_key(gid, member_id), timeout, lambda: self.fence_member(gid, member_id, "its session timed out"))
+
+    def cancel_member_timers(self, gid: str, member_id: str) -> None:
+        for key in (_session_key(gid, member_id), _rebalance_key(gid, member_id), sync_timeout_key(gid, member_id), join_timeout_key(gid, member_id)):
+            self.timer.cancel(key)
+
+    def classic_heartbeat(self, ctx: RequestContext, req: HeartbeatRequest) -> Response:
+        """A classic member's JoinGroup as a heartbeat (no heartbeat validation: Kafka's member epoch -1)."""
+        return self._heartbeat(ctx, req)
+
+    @staticmethod
+    def remove_member_records(gid: str, member_id: str) -> list[Record]:
+        return _remove_member_records(gid, member_id)
 
     def _schedule_rebalance(self, gid: str, member_id: str, epoch: int, timeout_ms: int) -> None:
         def expire() -> None:
@@ -557,21 +585,9 @@ class ConsumerGroupManager:
             else:
                 row.update(group_state=group.state.value, group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
                            assignor_name=group.preferred_assignor(self.config.assignors[0]),
-                           members=[self._describe_member(m, group.target.get(m.member_id, {}), topic_name) for m in group.members.values()])
+                           members=[_describe_member(m, group.target.get(m.member_id, {}), topic_name) for m in group.members.values()])
             out.append(row)
         return out
-
-    @staticmethod
-    def _describe_member(m: ConsumerGroupMember, target: Partitions, topic_name: Callable[[uuid.UUID], str | None]) -> Response:
-        def assignment(parts: Partitions) -> Response:
-            return {"topic_partitions": [{"topic_id": t, "topic_name": topic_name(t) or "", "partitions": sorted(ps)}
-                                         for t, ps in parts.items() if ps and topic_name(t) is not None]}
-        return {
-            "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
-            "client_id": m.client_id, "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_topic_names),
-            "subscribed_topic_regex": m.subscribed_topic_regex, "assignment": assignment(m.assigned),
-            "target_assignment": assignment(target), "member_type": 1,
-        }
 
     def validate_offset_fetch(self, gid: str, member_id: str, member_epoch: int) -> int:
         """Kafka's ConsumerGroup.validateOffsetFetch (for a request naming a member)."""
@@ -597,12 +613,40 @@ class ConsumerGroupManager:
         return append_error_to_response_error(error) if error else errors.NONE
 
 
+def _topics_of(member: ConsumerGroupMember, resolved: dict[str, ResolvedRegularExpression]) -> set[str]:
+    """The topic names a member subscribes to: its names and the topics its regex resolved to."""
+    topics = set(member.subscribed_topic_names)
+    if member.subscribed_topic_regex and (r := resolved.get(member.subscribed_topic_regex)) is not None:
+        topics |= r.topics
+    return topics
+
+
+def _describe_member(m: ConsumerGroupMember, target: Partitions, topic_name: Callable[[uuid.UUID], str | None]) -> Response:
+    def assignment(parts: Partitions) -> Response:
+        return {"topic_partitions": [{"topic_id": t, "topic_name": topic_name(t) or "", "partitions": sorted(ps)}
+                                     for t, ps in parts.items() if ps and topic_name(t) is not None]}
+    return {
+        "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+        "client_id": m.client_id, "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_topic_names),
+        "subscribed_topic_regex": m.subscribed_topic_regex, "assignment": assignment(m.assigned),
+        "target_assignment": assignment(target), "member_type": 0 if m.classic is not None else 1,  # CLASSIC / CONSUMER
+    }
+
+
 def _monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
 def _assignment_key(gid: str) -> tuple[str, str]:
     return ("consumer-assignment", gid)
+
+
+def sync_timeout_key(gid: str, member_id: str) -> tuple[str, str, str]:
+    return ("consumer-sync", gid, member_id)
+
+
+def join_timeout_key(gid: str, member_id: str) -> tuple[str, str, str]:
+    return ("consumer-join", gid, member_id)
 
 
 def _session_key(gid: str, member_id: str) -> tuple[str, str, str]:

@@ -27,11 +27,17 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kafka_sidecar.protocol.records import encode_uvarint as _uvarint
 
-from .consumer_group import ConsumerGroupMember, MemberState, Partitions, ResolvedRegularExpression
+from .consumer_group import (
+    ClassicMemberMetadata,
+    ConsumerGroupMember,
+    MemberState,
+    Partitions,
+    ResolvedRegularExpression,
+)
 from .records import RecordFormatError, _Reader
 
 CONSUMER_GROUP_METADATA = 3
@@ -135,11 +141,24 @@ def target_assignment_member_value(parts: Partitions) -> bytes:
     return _VERSION0 + _topic_partitions(parts) + b"\x00"
 
 
+def _classic_member_metadata(c: ClassicMemberMetadata) -> bytes:
+    """ClassicMemberMetadata (the member metadata's tagged field 0): session timeout, protocols."""
+    out = [_I32.pack(c.session_timeout_ms), _uvarint(len(c.supported_protocols) + 1)]
+    for name, metadata in c.supported_protocols:
+        out += [_cstring(name), _uvarint(len(metadata) + 1), metadata, b"\x00"]
+    out.append(b"\x00")
+    return b"".join(out)
+
+
 def member_metadata_value(m: ConsumerGroupMember) -> bytes:
     names = _uvarint(len(m.subscribed_topic_names) + 1) + b"".join(_cstring(t) for t in m.subscribed_topic_names)
+    tagged = b"\x00"
+    if m.classic is not None:
+        classic = _classic_member_metadata(m.classic)
+        tagged = b"\x01\x00" + _uvarint(len(classic)) + classic
     return b"".join([
         _VERSION0, _cstring(m.instance_id), _cstring(m.rack_id), _cstring(m.client_id), _cstring(m.client_host),
-        names, _cstring(m.subscribed_topic_regex), _I32.pack(m.rebalance_timeout_ms), _cstring(m.server_assignor), b"\x00",
+        names, _cstring(m.subscribed_topic_regex), _I32.pack(m.rebalance_timeout_ms), _cstring(m.server_assignor), tagged,
     ])
 
 
@@ -210,11 +229,21 @@ def decode_member_metadata_value(member: ConsumerGroupMember, value: bytes) -> C
     regex = r.nullable_string()
     rebalance_timeout = r.i32()
     assignor = r.nullable_string()
-    return ConsumerGroupMember(
-        member.member_id, instance_id, rack_id, client_id, client_host, names, regex, assignor, rebalance_timeout,
-        member.member_epoch, member.previous_member_epoch, member.state, member.assigned, member.pending_revocation,
-        member.assignment_epochs,
-    )
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        end = r.pos + size
+        if tag == 0:
+            session_timeout = r.i32()
+            protocols = []
+            for _ in range(r.array_len()):
+                protocols.append((r.string(), r.bytes_()))
+                r.tagged_fields()
+            classic = ClassicMemberMetadata(session_timeout, tuple(protocols))
+        r.pos = end
+    return replace(member, instance_id=instance_id, rack_id=rack_id, client_id=client_id, client_host=client_host,
+                   subscribed_topic_names=names, subscribed_topic_regex=regex, server_assignor=assignor,
+                   rebalance_timeout_ms=rebalance_timeout, classic=classic)
 
 
 def decode_current_assignment_value(member: ConsumerGroupMember, value: bytes) -> ConsumerGroupMember:
@@ -227,8 +256,5 @@ def decode_current_assignment_value(member: ConsumerGroupMember, value: bytes) -
     epochs: dict[tuple[uuid.UUID, int], int] = {}
     assigned = _read_topic_partitions(r, epochs)
     pending = _read_topic_partitions(r)
-    return ConsumerGroupMember(
-        member.member_id, member.instance_id, member.rack_id, member.client_id, member.client_host,
-        member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor,
-        member.rebalance_timeout_ms, epoch, previous, state, assigned, pending, epochs,
-    )
+    return replace(member, member_epoch=epoch, previous_member_epoch=previous, state=state, assigned=assigned,
+                   pending_revocation=pending, assignment_epochs=epochs)

@@ -43,6 +43,7 @@ from kafka_sidecar.storage.log_config import validate_topic_configs
 
 from ..apis.re2j import compile_re2j
 from .assignors import ASSIGNORS
+from .classic_members import ClassicMembers
 from .consumer_manager import (
     STALE_MEMBER_EPOCH,
     ConsumerGroupConfig,
@@ -60,6 +61,7 @@ from .membership import (
     GroupMetadataManager,
 )
 from .messages import JoinRequest, RequestContext, Response, join_response, sync_response
+from .migration import GroupMigration
 from .offsets import CommitResults, CommitTopics, OffsetMetadataManager
 from .rebalance import Rebalancer
 from .records import (
@@ -135,6 +137,12 @@ class GroupCoordinator:
         )
         self._regexes: dict[str, re.Pattern[str]] = {}
         self._topic_lock: asyncio.Lock | None = None
+        # KIP-848's online migration: classic members inside consumer groups, conversions both ways
+        self.classic_members = ClassicMembers(self.consumer_manager, self._topic_name)
+        self.consumer_manager.migration = GroupMigration(
+            self.store, self.consumer_manager, self.classic_members, self.rebalance, cfg.get("group.max.size"),
+            str(cfg.get("group.consumer.migration.policy")), lambda name: v[0] if (v := self._topic_lookup(name)) else None,
+        )
 
     def _regex_topics(self, pattern: str) -> set[str]:
         """The (non-internal) topics an RE2J regex subscription matches; ValueError if RE2J refuses it."""
@@ -243,23 +251,38 @@ class GroupCoordinator:
         consumer = self.consumer_manager.groups.get(req.group_id) if self.active else None
         if consumer is not None:
             if consumer.members:
-                # Classic members cannot join a consumer group with members here (Kafka would
-                # run them inside it, KIP-848's online migration: not implemented).
+                # A classic member joins a consumer group with members (Kafka's classicGroupJoinToConsumerGroup).
                 fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-                fut.set_result(join_response(req.member_id, errors.INCONSISTENT_GROUP_PROTOCOL))
+                gm = self.group_manager
+                if not gm.min_session_timeout_ms <= req.session_timeout_ms <= gm.max_session_timeout_ms:
+                    fut.set_result(join_response(req.member_id, errors.INVALID_SESSION_TIMEOUT))
+                else:
+                    fut.set_result(self.classic_members.join(ctx, req))
                 return fut
             # An empty consumer group becomes a classic group (Kafka converts empty groups both ways).
             self.consumer_manager.delete_group(req.group_id)
         return self.group_manager.join_group(ctx, req)
 
+    def _classic_member_of_consumer_group(self, group_id: str) -> bool:
+        """Whether a classic request for ``group_id`` is served by the consumer group (Kafka routes by group type)."""
+        return self.active and bool(group_id) and self.consumer_manager.is_consumer_group(group_id)
+
     def sync_group(self, ctx: RequestContext, group_id: str, generation_id: int, member_id: str, instance_id: str | None, protocol_type: str | None, protocol_name: str | None, assignments: list[tuple[str, bytes]]) -> asyncio.Future[Response]:
+        if self._classic_member_of_consumer_group(group_id) and not (ctx.api_version >= 5 and (protocol_type is None or protocol_name is None)):
+            fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+            fut.set_result(self.classic_members.sync(group_id, generation_id, member_id, instance_id, protocol_type, protocol_name))
+            return fut
         return self.group_manager.sync_group(ctx, group_id, generation_id, member_id, instance_id, protocol_type, protocol_name, assignments)
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> int:
+        if self._classic_member_of_consumer_group(group_id):
+            return self.classic_members.heartbeat(group_id, generation_id, member_id, instance_id)
         return self.group_manager.heartbeat(group_id, generation_id, member_id, instance_id)
 
     def leave_group(self, group_id: str, members: list[tuple[str, str | None, str | None]]) -> tuple[int, list[Response]]:
         """(top-level error, per-member responses) for [(member id, group instance id, reason)]."""
+        if self._classic_member_of_consumer_group(group_id):
+            return self.classic_members.leave(group_id, members)
         return self.group_manager.leave_group(group_id, members)
 
     def list_groups(self, states_filter: Iterable[str], types_filter: Iterable[str]) -> tuple[int, list[Response]]:

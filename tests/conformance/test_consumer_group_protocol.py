@@ -10,6 +10,7 @@ recorded.
 
 from __future__ import annotations
 
+import struct
 import time
 import uuid
 from typing import Any
@@ -208,3 +209,166 @@ def test_librdkafka_consumer_protocol(conform):
     obs = conform(scenario_librdkafka_consumer_protocol)
     assert obs["split"] and obs["consumed"] and obs["disjoint_and_complete"] and obs["each_read_only_its_own"]
     assert obs["a_takes_over"] and obs["a_resumed_at"] == [5]
+
+
+# --------------------------------------------------------------------------- online migration (classic <-> consumer)
+
+JOIN_GROUP, SYNC_GROUP, CLASSIC_HEARTBEAT, LEAVE_GROUP, DESCRIBE_GROUPS = 11, 14, 12, 13, 15
+
+
+def consumer_subscription(topics: list[str]) -> bytes:
+    """A ConsumerProtocolSubscription v0 (what an eager classic consumer such as kafka-python sends)."""
+    out = struct.pack(">hi", 0, len(topics))
+    for t in topics:
+        out += struct.pack(">h", len(t)) + t.encode()
+    return out + struct.pack(">i", -1)
+
+
+def consumer_assignment(assigned: dict[str, list[int]]) -> bytes:
+    out = struct.pack(">hi", 0, len(assigned))
+    for t, ps in assigned.items():
+        out += struct.pack(">h", len(t)) + t.encode() + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in ps)
+    return out + struct.pack(">i", -1)
+
+
+def decode_assignment(data: bytes) -> list[int]:
+    if not data:
+        return []
+    pos = 2
+    (n,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    out = []
+    for _ in range(n):
+        (tl,) = struct.unpack_from(">h", data, pos)
+        pos += 2 + tl
+        (pn,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        out += list(struct.unpack_from(f">{pn}i", data, pos))
+        pos += 4 * pn
+    return sorted(out)
+
+
+def scenario_online_migration(ctx: Ctx) -> dict[str, Any]:
+    """A classic member holds every partition; a consumer-protocol member joins (the group is upgraded,
+    the classic member kept: it rejoins through JoinGroup/SyncGroup and gives half up); the consumer
+    member leaves (the group is downgraded to a classic group that rebalances)."""
+    w = ctx.wire()
+    t, group = ctx.topic("t"), ctx.group("g")
+    w.create_topic(t, partitions=PARTITIONS)
+    deadline = time.monotonic() + 30
+    while w.call(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"][0]["error_code"] in (14, 15) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    obs: dict[str, Any] = {}
+    sub = consumer_subscription([t])
+
+    def join(member_id: str) -> dict[str, Any]:
+        return w.call(JOIN_GROUP, 9, {"group_id": group, "session_timeout": 30000, "rebalance_timeout": 30000, "member_id": member_id,
+                                      "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": sub}],
+                                      "reason": None})
+
+    def sync(member_id: str, generation: int, assignments: list[dict[str, Any]]) -> dict[str, Any]:
+        return w.call(SYNC_GROUP, 5, {"group_id": group, "generation_id": generation, "member_id": member_id, "group_instance_id": None,
+                                      "protocol_type": "consumer", "protocol_name": "range", "assignments": assignments})
+
+    def classic_hb(member_id: str, generation: int) -> int:
+        return w.call(CLASSIC_HEARTBEAT, 4, {"group_id": group, "generation_id": generation, "member_id": member_id, "group_instance_id": None})["error_code"]
+
+    def listed() -> list[tuple[str, str, str]]:
+        gs = w.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})["groups"]
+        return [(g["protocol_type"], g["group_state"], g["group_type"]) for g in gs if g["group_id"] == group]
+
+    first = join("")
+    deadline = time.monotonic() + 30
+    while first["error_code"] in (14, 15, 16) and time.monotonic() < deadline:  # the offsets partition still loading
+        time.sleep(0.2)
+        first = join("")
+    obs["classic_member_id_required"] = first["error_code"]
+    c = first["member_id"]
+    deadline = time.monotonic() + 30
+    joined = join(c)
+    while joined["error_code"] != 0 and time.monotonic() < deadline:  # group.initial.rebalance.delay.ms
+        joined = join(c)
+    gen = joined["generation_id"]
+    obs["classic_joined"] = {"error": joined["error_code"], "leader": joined["leader"] == c, "members": len(joined["members"])}
+    synced = sync(c, gen, [{"member_id": c, "assignment": consumer_assignment({t: list(range(PARTITIONS))})}])
+    obs["classic_synced"] = {"error": synced["error_code"], "partitions": decode_assignment(synced["assignment"])}
+    obs["classic_group_listed"] = listed()
+
+    # a consumer-protocol member joins: the classic group becomes a consumer group
+    a = str(uuid.uuid4())
+    owned: list[dict[str, Any]] = []
+    state = {"epoch": 0}
+
+    def hb(epoch: int | None = None, join_: bool = False) -> dict[str, Any]:
+        r = w.call(HEARTBEAT, 1, {"group_id": group, "member_id": a, "member_epoch": state["epoch"] if epoch is None else epoch,
+                                  "instance_id": None, "rack_id": None, "rebalance_timeout": 30000 if join_ else -1,
+                                  "subscribed_topic_names": [t] if join_ else None, "subscribed_topic_regex": None, "server_assignor": None,
+                                  "topic_partitions": owned if epoch != -1 else None})
+        if r["error_code"] == 0 and epoch is None:
+            state["epoch"] = r["member_epoch"]
+            if r["assignment"] is not None:
+                owned[:] = [{"topic_id": x["topic_id"], "partitions": sorted(x["partitions"])} for x in r["assignment"]["topic_partitions"]]
+        return r
+
+    up = hb(join_=True)
+    obs["consumer_joins"] = {"error": up["error_code"], "epoch_after_generation": up["member_epoch"] - gen,
+                             "assigned": sum(len(x["partitions"]) for x in up["assignment"]["topic_partitions"]) if up["assignment"] else None}
+    obs["upgraded_listed"] = listed()
+    d = w.call(DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+    obs["upgraded_described"] = {"error": d["error_code"], "epoch_after_generation": d["group_epoch"] - gen,
+                                 "members": sorted((m["member_type"], m["member_id"] == c) for m in d["members"]),
+                                 "classic_member_epoch": [m["member_epoch"] - gen for m in d["members"] if m["member_id"] == c]}
+    classic_describe = w.call(DESCRIBE_GROUPS, 6, {"groups": [group], "include_authorized_operations": False})["groups"][0]
+    obs["classic_describe_after_upgrade"] = classic_describe["error_code"]
+
+    # the classic member is asked to rejoin; it rejoins and syncs, then the consumer member gets the rest
+    hb_error = classic_hb(c, gen)
+    deadline = time.monotonic() + 30
+    while hb_error == 0 and time.monotonic() < deadline:  # the new target may be batched
+        time.sleep(0.2)
+        hb(); hb_error = classic_hb(c, gen)  # noqa: E702
+    obs["classic_heartbeat_after_upgrade"] = hb_error
+    rejoined = join(c)
+    cgen = rejoined["generation_id"]
+    obs["classic_rejoins"] = {"error": rejoined["error_code"], "protocol": (rejoined["protocol_type"], rejoined["protocol_name"]),
+                              "leader": rejoined["leader"], "members": len(rejoined["members"]), "same_id": rejoined["member_id"] == c}
+    resynced = sync(c, cgen, [])
+    c_parts = decode_assignment(resynced["assignment"])
+    obs["classic_resynced"] = {"error": resynced["error_code"], "count": len(c_parts)}
+    a_parts: list[int] = []
+    deadline = time.monotonic() + 30
+    while len(a_parts) + len(c_parts) < PARTITIONS and time.monotonic() < deadline:
+        hb()
+        a_parts = [p for x in owned for p in x["partitions"]]
+        time.sleep(0.1)
+    obs["split"] = {"disjoint": not set(a_parts) & set(c_parts), "complete": sorted(a_parts + c_parts) == list(range(PARTITIONS))}
+    obs["classic_heartbeat_stable"] = classic_hb(c, cgen)
+    obs["classic_sync_wrong_generation"] = sync(c, cgen + 7, [])["error_code"]
+
+    # the consumer member leaves: the group is downgraded to a classic group, which rebalances
+    left = hb(epoch=-1)
+    obs["consumer_leaves"] = left["error_code"]
+    obs["downgraded_listed"] = listed()
+    d = w.call(DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+    obs["consumer_describe_after_downgrade"] = d["error_code"]
+    obs["classic_heartbeat_after_downgrade"] = classic_hb(c, cgen)
+    again = join(c)
+    obs["classic_rejoins_classic_group"] = {"error": again["error_code"], "leader": again["leader"] == c, "members": len(again["members"]),
+                                            "generation_after": again["generation_id"] - cgen}
+    final = sync(c, again["generation_id"], [{"member_id": c, "assignment": consumer_assignment({t: list(range(PARTITIONS))})}])
+    obs["classic_synced_again"] = {"error": final["error_code"], "partitions": decode_assignment(final["assignment"])}
+    obs["final_listed"] = listed()
+    w.call(LEAVE_GROUP, 5, {"group_id": group, "members": [{"member_id": c, "group_instance_id": None, "reason": None}]})
+    return obs
+
+
+def test_online_migration(conform):
+    obs = conform(scenario_online_migration)
+    assert obs["classic_member_id_required"] == 79 and obs["classic_synced"] == {"error": 0, "partitions": [0, 1, 2, 3]}
+    assert obs["upgraded_listed"] == [("consumer", "Reconciling", "consumer")] or obs["upgraded_listed"][0][2] == "consumer"
+    assert obs["classic_heartbeat_after_upgrade"] == 27  # REBALANCE_IN_PROGRESS
+    assert obs["classic_rejoins"]["error"] == 0 and obs["classic_rejoins"]["members"] == 0
+    assert obs["split"] == {"disjoint": True, "complete": True}
+    assert obs["downgraded_listed"][0][2] == "classic"
+    assert obs["classic_synced_again"] == {"error": 0, "partitions": [0, 1, 2, 3]}

@@ -321,10 +321,12 @@ def test_topic_deletion_offset_fetch_epoch_and_classic_join(broker: EmbeddedBrok
         assert fetch("who", a.epoch) == UNKNOWN_MEMBER_ID
         assert fetch(None, -1) == 0  # the admin client
 
-        # a classic member cannot join a consumer group that has members
+        # a classic member may join a consumer group that has members (KIP-848's online migration):
+        # first MEMBER_ID_REQUIRED, as Kafka 4.3.1 answers (tests/conformance: online_migration)
         join = {"group_id": "del-g", "session_timeout": 10000, "rebalance_timeout": 10000, "member_id": "", "group_instance_id": None,
                 "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}], "reason": None}
-        assert w.call(11, 9, join)["error_code"] == 23  # INCONSISTENT_GROUP_PROTOCOL
+        assert w.call(11, 9, join)["error_code"] == 79  # MEMBER_ID_REQUIRED
+        assert w.call(11, 9, {**join, "protocol_type": "other"})["error_code"] == 23  # INCONSISTENT_GROUP_PROTOCOL
         groups = {g["group_id"]: g for g in w.call(16, 5, {"states_filter": [], "types_filter": []})["groups"]}
         assert (groups["del-g"]["group_type"], groups["del-g"]["protocol_type"], groups["del-g"]["group_state"]) == ("consumer", "consumer", "Stable")
         w.call(HEARTBEAT, 1, {"group_id": "del-g", "member_id": a.member_id, "member_epoch": -1, "topic_partitions": None})
