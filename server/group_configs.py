@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.storage import checkpoint
 
+from .groups.javaorder import JavaHashMap
+
 if TYPE_CHECKING:
     from .broker import Broker
 
@@ -361,7 +363,11 @@ class GroupConfigManager:
             self.set_group_configs(group_id, {})
 
     def groups_with_configs(self) -> list[str]:
-        return list(self.configs)
+        """The groups with dynamic configs, in the order Kafka lists them (a Java HashMap's)."""
+        order: JavaHashMap[str, None] = JavaHashMap()
+        for name in self.configs:
+            order[name] = None
+        return order.keys()
 
     # ---- DescribeConfigs (ConfigHelper.createGroupConfigEntry) ----------------------------------
 

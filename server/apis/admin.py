@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 
+from ..group_configs import group_config_manager
 from ..security.acls import AclOperation
 from ..security.authorizer import CLUSTER_AUTHORIZATION_FAILED
 from ..telemetry.manager import subscriptions_of
@@ -180,6 +181,8 @@ async def handle_list_config_resources(broker: Broker, conn: Connection, header:
         return {"throttle_time": 0, "error_code": errors.UNSUPPORTED_VERSION, "config_resources": []}
     node = str(broker.node_id)
     out = []
+    if GROUP in wanted:  # groups with dynamic configs, first (server/group_configs.py)
+        out += [{"resource_name": name, "resource_type": GROUP} for name in group_config_manager(broker).groups_with_configs()]
     if BROKER_LOGGER in wanted:
         out.append({"resource_name": node, "resource_type": BROKER_LOGGER})
     if BROKER in wanted:

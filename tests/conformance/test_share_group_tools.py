@@ -193,3 +193,84 @@ def test_share_group_members(conform):
     assert [(o[1], o[3]) for o in obs["offsets_after_ack_1"]] == [(0, 2), (0, 0)]
     assert obs["tool_state_verbose"][1][-3:] == ["3", "3", "1"]  # group epoch, assignment epoch, members
     assert obs["tool_members_verbose"][1][-2] == "3"  # member epoch
+
+
+# ---- group configs (resource type GROUP) ------------------------------------------------------------
+
+
+def _configs_tool(ctx: Ctx, *args: str) -> list[str]:
+    home = find_kafka_home()
+    assert home is not None
+    env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"}
+    run = subprocess.run([str(home / "bin" / "kafka-configs.sh"), "--bootstrap-server", ctx.bootstrap, *args],
+                         capture_output=True, text=True, env=env, timeout=120)
+    lines = run.stdout.splitlines() + [e for e in run.stderr.splitlines() if e.startswith("Caused by")]
+    return [line.strip() for line in lines if line.strip()]
+
+
+_GROUP_CONFIG_CASES = [
+    ("share.auto.offset.reset", "EARLIEST"), ("share.auto.offset.reset", "by_duration:"), ("share.auto.offset.reset", "by_duration:pt1h"),
+    ("share.auto.offset.reset", "by_duration:P1DT2H3M4.5S"), ("share.auto.offset.reset", "by_duration:PT-1H"),
+    ("share.auto.offset.reset", " earliest"), ("share.auto.offset.reset", ""), ("share.isolation.level", "READ_COMMITTED"),
+    ("share.isolation.level", "read_committed"), ("share.renew.acknowledge.enable", "yes"), ("share.renew.acknowledge.enable", "TRUE"),
+    ("share.delivery.count.limit", "1"), ("share.delivery.count.limit", "11"), ("share.partition.max.record.locks", "5000"),
+    ("share.record.lock.duration.ms", "999"), ("share.record.lock.duration.ms", "100000"), ("share.session.timeout.ms", "5000"),
+    ("consumer.session.timeout.ms", "0"), ("consumer.session.timeout.ms", " 50000 "), ("consumer.heartbeat.interval.ms", "16000"),
+    ("share.heartbeat.interval.ms", ""), ("share.heartbeat.interval.ms", "2147483648"), ("streams.num.standby.replicas", "3"),
+    ("share.assignment.interval.ms", "20000"), ("consumer.assignment.interval.ms", "-1"), ("consumer.assignor.offload.enable", "true"),
+    ("bogus", "1"),
+]
+
+
+def scenario_group_configs(ctx: Ctx) -> dict[str, Any]:
+    """IncrementalAlterConfigs/AlterConfigs/DescribeConfigs on GROUP resources and kafka-configs.sh
+    --entity-type groups: GroupConfig's validation and messages, sources, synonyms, documentation."""
+    w = ctx.wire()
+    group, other = ctx.group("g"), ctx.group("h")
+    obs: dict[str, Any] = {}
+
+    def alter(name: str, ops: list[tuple[str, int, str | None]], validate_only: bool = False) -> list[Any]:
+        body = w.call(44, 1, {"resources": [{"resource_type": 32, "resource_name": name, "configs": [
+            {"name": k, "config_operation": op, "value": v} for k, op, v in ops]}], "validate_only": validate_only})
+        return [(r["error_code"], r["error_message"]) for r in body["responses"]]
+
+    def describe(name: str, keys: list[str] | None = None, synonyms: bool = True, docs: bool = False) -> list[Any]:
+        body = w.call(32, 4, {"resources": [{"resource_type": 32, "resource_name": name, "configuration_keys": keys}],
+                              "include_synonyms": synonyms, "include_documentation": docs})
+        return body["results"]
+
+    obs["validate"] = [(k, v, alter(group, [(k, 0, v)], validate_only=True)) for k, v in _GROUP_CONFIG_CASES]
+    obs["two_unknown_first"] = alter(group, [("share.delivery.count.limit", 0, "1"), ("bogus", 0, "1")], True)
+    obs["append"] = alter(group, [("share.auto.offset.reset", 2, "earliest")])
+    obs["empty_name"] = alter("", [("share.auto.offset.reset", 0, "earliest")])
+    obs["describe_empty_name"] = describe("")
+    obs["describe_unset"] = describe(group, docs=True)
+    obs["set"] = alter(group, [("share.auto.offset.reset", 0, "by_duration:PT1H"), ("share.record.lock.duration.ms", 0, "15000")])
+    obs["delete_unset"] = alter(group, [("consumer.session.timeout.ms", 1, None)])
+    obs["describe_set"] = describe(group)
+    obs["describe_keys"] = describe(group, ["share.record.lock.duration.ms", "share.auto.offset.reset", "nope"], synonyms=False, docs=True)
+    legacy = w.call(33, 2, {"resources": [{"resource_type": 32, "resource_name": other, "configs": [
+        {"name": "share.isolation.level", "value": "read_committed"}]}], "validate_only": False})
+    obs["legacy_alter"] = [(r["error_code"], r["error_message"]) for r in legacy["responses"]]
+    obs["describe_legacy"] = describe(other, ["share.isolation.level"])
+    obs["tool_alter"] = _configs_tool(ctx, "--alter", "--entity-type", "groups", "--entity-name", group,
+                                      "--add-config", "share.auto.offset.reset=earliest,share.delivery.count.limit=3")
+    obs["tool_alter_bad"] = _configs_tool(ctx, "--alter", "--entity-type", "groups", "--entity-name", group,
+                                          "--add-config", "share.auto.offset.reset=foo")
+    obs["tool_describe"] = _configs_tool(ctx, "--describe", "--entity-type", "groups", "--entity-name", group)
+    obs["tool_delete"] = _configs_tool(ctx, "--alter", "--entity-type", "groups", "--entity-name", group,
+                                       "--delete-config", "share.auto.offset.reset,share.delivery.count.limit,share.record.lock.duration.ms")
+    obs["describe_after_delete"] = describe(group, ["share.auto.offset.reset"])
+    alter(other, [("share.isolation.level", 1, None)])
+    return obs
+
+
+def test_group_configs(conform):
+    obs = conform(scenario_group_configs)
+    messages = {(k, v): answer[0] for k, v, answer in obs["validate"]}
+    assert messages[("bogus", "1")] == [40, "Unknown group config name: bogus"]
+    assert messages[("share.auto.offset.reset", "by_duration:pt1h")] == [0, None]
+    assert obs["describe_set"][0]["configs"][2]["synonyms"] == [
+        {"name": "share.auto.offset.reset", "value": "by_duration:PT1H", "source": 8},
+        {"name": "share.auto.offset.reset", "value": "latest", "source": 5}]
+    assert obs["tool_alter"] == ["Completed updating config for group <g>."]
