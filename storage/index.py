@@ -40,7 +40,7 @@ class _Index:
 
     entry: struct.Struct
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool, *, preallocate_at_first_write: bool = False) -> None:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry.size)
@@ -53,9 +53,15 @@ class _Index:
         self.padded = False
         # Size of the file as found at load: the zero tail past the entries lies below it.
         self._size_at_load = 0
+        self._file_size = 0  # the file's length, as this index last set or found it
         fd = self._open()
         self._load(fd)
-        if writable:
+        # The active segment's file is preallocated to segment.index.bytes (Kafka resizes it when
+        # the segment is created, and again when the log is loaded). A loaded log defers that to
+        # its first index write: an idle partition then never grows and trims the file, which
+        # was a third of the start's and the stop's file work with 10,000 partitions.
+        self._preallocate = writable and preallocate_at_first_write
+        if writable and not preallocate_at_first_write:
             self.resize(self.max_entries * self.entry.size)
             self._dirty = False  # preallocated zeros: nothing to fsync
         # Nothing is written until the first append: close the file until then.
@@ -112,7 +118,7 @@ class _Index:
 
     def _load(self, fd: int) -> None:
         size = os.fstat(fd).st_size
-        self._size_at_load = size
+        self._size_at_load = self._file_size = size
         used = self._used_entries(fd, size // self.entry.size)
         data = os.pread(fd, used * self.entry.size, 0)
         prev_key: int | None = None
@@ -171,17 +177,29 @@ class _Index:
         return len(self.keys) * self.entry.size
 
     def _write(self, a: int, b: int) -> None:
+        if self._preallocate:
+            self.resize(self.max_entries * self.entry.size)
         self._dirty = True
-        os.pwrite(self._open(), self.entry.pack(a, b), len(self.keys) * self.entry.size)
+        end = (len(self.keys) + 1) * self.entry.size
+        os.pwrite(self._open(), self.entry.pack(a, b), end - self.entry.size)
+        self._file_size = max(self._file_size, end)
 
     def resize(self, size: int) -> None:
+        self._preallocate = False
         self._dirty = True
-        os.ftruncate(self._open(), max(size, self.size_in_bytes))
+        size = max(size, self.size_in_bytes)
+        os.ftruncate(self._open(), size)
+        self._file_size = size
 
     def trim(self) -> None:
-        """Cut the preallocated tail, as Kafka does when a segment becomes inactive."""
+        """Cut the preallocated tail, as Kafka does when a segment becomes inactive (nothing to
+        do, not even an open, when the file holds just the entries)."""
+        self._preallocate = False
+        if self._file_size == self.size_in_bytes:
+            return
         self._dirty = True
         os.ftruncate(self._open(), self.size_in_bytes)
+        self._file_size = self.size_in_bytes
 
     def truncate_to_entries(self, n: int) -> None:
         del self.keys[n:]
@@ -193,6 +211,7 @@ class _Index:
         size = os.fstat(fd).st_size
         os.ftruncate(fd, n * self.entry.size)
         os.ftruncate(fd, max(size, n * self.entry.size))
+        self._file_size = max(size, n * self.entry.size)
 
     def reset(self) -> None:
         self.truncate_to_entries(0)

@@ -45,7 +45,7 @@ def open_segment(dir: Path, base: int, config: LogConfig, active: bool, on_rebui
         had_indexes = prefix + INDEX_SUFFIX in names and prefix + TIME_INDEX_SUFFIX in names
     else:
         had_indexes = (dir / (prefix + INDEX_SUFFIX)).exists() and (dir / (prefix + TIME_INDEX_SUFFIX)).exists()
-    seg = LogSegment(dir, base, config.index_interval_bytes, config.segment_index_bytes, active=active)
+    seg = LogSegment(dir, base, config.index_interval_bytes, config.segment_index_bytes, active=active, loaded=names is not None)
     if not had_indexes and seg.size:
         log.info("rebuilding missing indexes of %s segment %d", dir.name, base)
         if on_rebuild is not None:

@@ -141,6 +141,7 @@ class LogLoader:
                     (self.dir / entry).unlink(missing_ok=True)
         ordered = sorted(bases)
         names = set(kept)
+        self.producer_state.found_files(kept)
         for i, base in enumerate(ordered):
             is_last = i == len(ordered) - 1
             self.segments.add_segment(open_segment(self.dir, base, self.config, active=is_last, on_rebuild=self._mark_txn_rebuild, names=names))

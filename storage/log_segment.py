@@ -100,6 +100,7 @@ class LogSegment:
         *,
         active: bool,
         suffix: str = "",
+        loaded: bool = False,
     ) -> None:
         self.dir = dir
         self.base_offset = base_offset
@@ -115,8 +116,10 @@ class LogSegment:
             self.size = -1
         if self.size < 0:
             self.size = os.fstat(self.fd).st_size
-        self.offset_index = OffsetIndex(dir / (prefix + INDEX_SUFFIX + suffix), base_offset, max_index_size, active)
-        self.time_index = TimeIndex(dir / (prefix + TIME_INDEX_SUFFIX + suffix), base_offset, max_index_size, active)
+        # ``loaded``: an existing segment opened by the log loader (its active indexes are
+        # preallocated at their first write, not at load).
+        self.offset_index = OffsetIndex(dir / (prefix + INDEX_SUFFIX + suffix), base_offset, max_index_size, active, preallocate_at_first_write=loaded)
+        self.time_index = TimeIndex(dir / (prefix + TIME_INDEX_SUFFIX + suffix), base_offset, max_index_size, active, preallocate_at_first_write=loaded)
         # Aborted transactions whose ABORT marker is in this segment; the file exists only once it has an entry.
         self.txn_index = TransactionIndex(dir / (prefix + TXN_INDEX_SUFFIX + suffix), base_offset)
         self.created_ms = int(time.time() * 1000)

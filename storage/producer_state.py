@@ -24,6 +24,7 @@ or below the log end and replays the batches (and markers) after it.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 from collections import deque
@@ -137,6 +138,10 @@ class ProducerStateManager:
         # first offset -> producer id of each ongoing transaction (Kafka's ongoingTxns)
         self.ongoing_txns: dict[int, int] = {}
         self.last_snapshot_offset: int | None = None
+        self._last_snapshot_durable = False  # fsynced when written, or read back at load
+        # Offsets of the snapshot files, sorted: listed from the directory once, then kept up to
+        # date by this class, the only one that writes or removes them (Kafka's ``snapshots`` map).
+        self._snapshots: list[int] | None = None
 
     # ---- the produce path -------------------------------------------------------------
 
@@ -257,16 +262,35 @@ class ProducerStateManager:
             del self.producers[pid]
         return len(expired)
 
+    def snapshot_offsets(self) -> list[int]:
+        """The offsets of the snapshot files, oldest first."""
+        if self._snapshots is None:
+            self._snapshots = list_snapshots(self.dir)
+        return self._snapshots
+
+    def found_files(self, names: list[str]) -> None:
+        """The directory's file names, as the log loader listed them: the snapshots among them
+        are known without listing the directory again."""
+        self._snapshots = sorted(int(n[: -len(SNAPSHOT_SUFFIX)]) for n in names
+                                 if n.endswith(SNAPSHOT_SUFFIX) and n[: -len(SNAPSHOT_SUFFIX)].isdigit())
+
+    def _delete_snapshot(self, offset: int) -> None:
+        snapshot_path(self.dir, offset).unlink(missing_ok=True)
+        offsets = self.snapshot_offsets()
+        i = bisect.bisect_left(offsets, offset)
+        if i < len(offsets) and offsets[i] == offset:
+            del offsets[i]
+
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> None:
         """Drop snapshots outside [log start, log end] (after truncation or retention)."""
-        for offset in list_snapshots(self.dir):
+        for offset in list(self.snapshot_offsets()):
             if offset > log_end_offset or offset < log_start_offset:
-                snapshot_path(self.dir, offset).unlink(missing_ok=True)
+                self._delete_snapshot(offset)
 
     def delete_snapshots_below(self, offset: int) -> None:
-        for off in list_snapshots(self.dir):
+        for off in list(self.snapshot_offsets()):
             if off < offset:
-                snapshot_path(self.dir, off).unlink(missing_ok=True)
+                self._delete_snapshot(off)
 
     # ---- snapshots ----------------------------------------------------------------------
 
@@ -280,8 +304,13 @@ class ProducerStateManager:
         return encode_producer_snapshot(rows)
 
     def take_snapshot(self, offset: int, sync: bool = False) -> None:
-        """Write ``<offset>.snapshot`` (tmp + rename, fsync when ``sync``)."""
+        """Write ``<offset>.snapshot`` (tmp + rename, fsync when ``sync``). Nothing is written
+        when the last snapshot is already at ``offset`` (Kafka's takeSnapshot: not a new
+        offset, not worth another snapshot), so stopping thousands of idle partitions costs no
+        fsync each."""
         path = snapshot_path(self.dir, offset)
+        if offset == self.last_snapshot_offset and (self._last_snapshot_durable or not sync) and offset in self.snapshot_offsets():
+            return
         tmp = path.with_name(path.name + ".tmp")
         data = self.encode_snapshot()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -293,6 +322,11 @@ class ProducerStateManager:
             os.close(fd)
         os.replace(tmp, path)
         self.last_snapshot_offset = offset
+        self._last_snapshot_durable = sync
+        offsets = self.snapshot_offsets()
+        i = bisect.bisect_left(offsets, offset)
+        if i == len(offsets) or offsets[i] != offset:
+            offsets.insert(i, offset)
 
     def load_snapshot(self, offset: int) -> bool:
         """Replace the state with snapshot ``offset``; False (and the file removed) if it is corrupt."""
@@ -312,11 +346,12 @@ class ProducerStateManager:
                 producers[pid] = e
         except (OSError, ValueError) as e:  # ProducerSnapshotError is a ValueError
             log.warning("%s: ignoring producer snapshot %s (%s); state is rebuilt from the log", self.topic_partition, path.name, e)
-            path.unlink(missing_ok=True)
+            self._delete_snapshot(offset)
             return False
         self.producers = producers
         self.ongoing_txns = ongoing
         self.last_snapshot_offset = offset
+        self._last_snapshot_durable = True
         return True
 
     def reset(self) -> None:
@@ -324,5 +359,6 @@ class ProducerStateManager:
         self.ongoing_txns = {}
 
     def latest_snapshot_at_or_below(self, offset: int) -> int | None:
-        candidates = [o for o in list_snapshots(self.dir) if o <= offset]
-        return candidates[-1] if candidates else None
+        offsets = self.snapshot_offsets()
+        i = bisect.bisect_right(offsets, offset)
+        return offsets[i - 1] if i else None

@@ -189,3 +189,36 @@ def test_an_idle_partition_keeps_one_file_open(tmp_path):
     finally:
         lg.close()
     assert _open_fds() == before
+
+
+def test_an_idle_partition_restarts_and_stops_without_rewriting_its_files(tmp_path):
+    """A loaded log grows its active indexes to segment.index.bytes at their first write (Kafka
+    does it at load), and a clean stop with nothing appended since the last snapshot writes
+    none (Kafka's takeSnapshot skips an unchanged offset): a start and a stop of an idle
+    partition change no file."""
+    config = LogConfig(None, {"segment.index.bytes": 1 << 16, "index.interval.bytes": 100})
+    d = tmp_path / "t-0"
+    lg = Log(d, "t", 0, config)
+    for _ in range(5):
+        _append(lg, 2)
+    lg.close()
+
+    def files() -> dict[str, tuple[int, int]]:
+        return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in d.iterdir()}
+
+    stopped = files()
+    active_index = d / f"{lg.segments[-1].base_offset:020d}.index"
+    assert stopped[active_index.name][0] < 1 << 16  # trimmed by the clean close
+    lg = Log(d, "t", 0, config)
+    lg.close()
+    assert files() == stopped  # nothing grown, trimmed, or rewritten
+    lg = Log(d, "t", 0, config)
+    try:
+        _append(lg, 2, size=300)
+        _append(lg, 2, size=300)  # past index.interval.bytes since the last entry: an index entry
+        assert active_index.stat().st_size == 1 << 16  # preallocated by the first index write
+    finally:
+        lg.close()
+    assert active_index.stat().st_size < 1 << 16
+    snapshots = sorted(p.name for p in d.iterdir() if p.suffix == ".snapshot")
+    assert snapshots[-1] == f"{lg.log_end_offset:020d}.snapshot"  # a new offset: a new snapshot
