@@ -256,7 +256,7 @@ class ConsumerGroupManager:
         classic = self.store.groups.get(group_id)
         if classic is not None and not classic.is_empty and group_id not in self.groups:
             if member_epoch == 0 and self.migration is not None and self.migration.maybe_upgrade(group_id):
-                return
+                return  # (maybe_upgrade raises GROUP_ID_NOT_FOUND saying why it cannot)
             raise HeartbeatError(errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
     def _member_for(self, group: ConsumerGroup | None, req: HeartbeatRequest) -> tuple[ConsumerGroupMember, list[Record]]:
@@ -555,6 +555,8 @@ class ConsumerGroupManager:
         member = group.members.get(member_id)
         if member is None:
             return errors.UNKNOWN_MEMBER_ID, set()
+        if member.classic is not None:  # a classic member commits with its generation, its member epoch
+            return (errors.NONE if member_epoch == member.member_epoch else errors.ILLEGAL_GENERATION), set()
         if not transactional and api_version < 9:
             return errors.UNSUPPORTED_VERSION, set()
         if member_epoch == member.member_epoch:

@@ -63,17 +63,17 @@ def subscription_version(metadata: bytes) -> int:
     return min(_I16.unpack_from(metadata)[0], HIGHEST_VERSION)
 
 
-def decode_assignment(data: bytes) -> dict[str, tuple[int, ...]]:
-    """The partitions of a ConsumerProtocolAssignment by topic name (empty bytes: none)."""
+def decode_assignment(data: bytes) -> tuple[dict[str, tuple[int, ...]], bytes | None]:
+    """The partitions of a ConsumerProtocolAssignment by topic name, and its user data (empty bytes: none)."""
     if not data:
-        return {}
+        return {}, None
     r = _Reader(data)
     r.i16()
     out: dict[str, tuple[int, ...]] = {}
     for _ in range(r.array_len()):
         topic = r.string()
         out[topic] = tuple(r.i32() for _ in range(r.array_len()))
-    return out
+    return out, _nullable_bytes(r)
 
 
 def encode_assignment(partitions: dict[str, list[int]], version: int) -> bytes:

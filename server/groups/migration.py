@@ -51,6 +51,10 @@ log = logging.getLogger(__name__.rpartition(".")[0] + ".coordinator")
 MIGRATION_POLICIES = ("disabled", "downgrade", "upgrade", "bidirectional")
 
 
+class _CustomAssignorData(Exception):
+    """A classic member's assignment carries user data (Kafka's UnsupportedVersionException)."""
+
+
 class GroupMigration:
     """Converts groups between the classic and the consumer protocol, as the policy allows."""
 
@@ -76,22 +80,28 @@ class GroupMigration:
     # ---- classic -> consumer --------------------------------------------------------------
 
     def maybe_upgrade(self, group_id: str) -> bool:
-        """Kafka's validateOnlineUpgrade then convertToConsumerGroup; True once converted."""
+        """Kafka 4.3's validateOnlineUpgrade then convertToConsumerGroup: True once converted, else
+        GROUP_ID_NOT_FOUND saying why."""
         classic = self.store.groups[group_id]
+        why = None
         if not self.upgrade_enabled:
-            log.info("Cannot upgrade classic group %s to consumer group because the online upgrade is disabled.", group_id)
-            return False
-        if not classic.uses_consumer_protocol():
-            log.info("Cannot upgrade classic group %s to consumer group because the group does not use the consumer embedded protocol.", group_id)
-            return False
-        if classic.num_members() > self.manager.config.max_size:
-            log.info("Cannot upgrade classic group %s to consumer group because the group size exceeds the consumer group maximum size.", group_id)
-            return False
+            why = "online upgrade is disabled"
+        elif not classic.uses_consumer_protocol():
+            why = "the group does not use the consumer embedded protocol"
+        elif classic.num_members() > self.manager.config.max_size:
+            why = "the group size exceeds the consumer group maximum size"
+        if why is not None:
+            log.info("Cannot upgrade classic group %s to consumer group because %s.", group_id, why)
+            raise HeartbeatError(errors.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {group_id} to consumer group because {why}.")
         try:
             members = [self._consumer_member(classic, m) for m in classic.all_members()]
         except RecordFormatError:
-            raise HeartbeatError(errors.GROUP_ID_NOT_FOUND, f"Cannot upgrade the classic group {group_id} to consumer group "
+            raise HeartbeatError(errors.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {group_id} to consumer group "
                                  "because the embedded consumer protocol is malformed.") from None
+        except _CustomAssignorData:
+            raise HeartbeatError(errors.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {group_id} to consumer group because an "
+                                 "unsupported custom assignor is in use. Please refer to the documentation or switch to a default "
+                                 "assignor before re-attempting the upgrade.") from None
         for m in classic.all_members():
             classic.complete_join(m, join_response(m.member_id, errors.REBALANCE_IN_PROGRESS))
             classic.complete_sync(m, sync_response(errors.REBALANCE_IN_PROGRESS))
@@ -117,9 +127,12 @@ class GroupMigration:
 
     def _consumer_member(self, classic: ClassicGroup, m: Member) -> ConsumerGroupMember:
         """Kafka's ConsumerGroup.fromClassicGroup for one member."""
+        partitions, user_data = decode_assignment(m.assignment)
+        if user_data:
+            raise _CustomAssignorData  # Kafka: the user data of a custom assignor would be lost
         sub = decode_subscription(m.metadata(classic.protocol_name))
         assigned: Partitions = {}
-        for topic, ps in decode_assignment(m.assignment).items():
+        for topic, ps in partitions.items():
             tid = self.topic_id(topic)
             if tid is not None and ps:
                 assigned[tid] = frozenset(ps)
@@ -170,7 +183,7 @@ class GroupMigration:
         self.store.put_group(classic)  # the group as converted, with every member's protocols (Kafka keeps it so)
         for cm in classic.all_members():
             self.rebalance.reschedule_heartbeat(classic, cm)
-        self.rebalance.prepare_rebalance(classic, f"Downgrade group {group_id} from consumer to classic.")
+        self.rebalance.prepare_rebalance(classic, f"Downgrade group {group_id} from consumer to classic for member leaving.")
         log.info("[GroupId %s] downgraded the consumer group to a classic group with %d members.", group_id, len(staying))
         return True
 

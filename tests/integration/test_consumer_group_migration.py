@@ -1,0 +1,157 @@
+"""KIP-848's online migration with real clients: a kafka-python classic consumer and a librdkafka
+``group.protocol=consumer`` consumer in one group.
+
+The classic consumer's group is upgraded when the consumer-protocol member joins; the classic member
+stays (it rejoins through JoinGroup/SyncGroup); the two split the partitions, every record is read
+once, offsets committed by either are the group's; when the consumer-protocol member leaves the group
+is downgraded to a classic group and the classic consumer takes every partition back, resuming at the
+committed offsets. ``group.consumer.migration.policy=disabled`` refuses the upgrade as Kafka does.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka import KafkaConsumer
+from kafka_sidecar.testing import EmbeddedBroker
+
+from tests.conformance.wire import Wire
+from tests.integration.test_consumer_group_protocol import DESCRIBE, FAST, HEARTBEAT, _coordinator
+
+PARTITIONS = 4
+LIST_GROUPS = 16
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker({**FAST, "group.initial.rebalance.delay.ms": 0}) as b:
+        yield b
+
+
+def _produce(bs: str, topic: str, tag: str, per_partition: int) -> None:
+    p = Producer({"bootstrap.servers": bs})
+    for part in range(PARTITIONS):
+        for i in range(per_partition):
+            p.produce(topic, f"{tag}-{part}-{i}".encode(), partition=part)
+    p.flush(10)
+
+
+def _group_type(bs: str, group: str) -> tuple[str, str] | None:
+    with Wire(bs) as w:
+        for g in w.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})["groups"]:
+            if g["group_id"] == group:
+                return g["group_type"], g["group_state"]
+    return None
+
+
+class Reader:
+    """Polls both consumers, recording what each read."""
+
+    def __init__(self, classic: KafkaConsumer, modern: Any | None) -> None:
+        self.classic, self.modern = classic, modern
+        self.read: dict[str, list[str]] = {"classic": [], "modern": []}
+
+    def classic_parts(self) -> list[int]:
+        return sorted(tp.partition for tp in self.classic.assignment())
+
+    def modern_parts(self) -> list[int]:
+        return sorted(tp.partition for tp in self.modern.assignment()) if self.modern is not None else []
+
+    def poll_until(self, done: Callable[[], bool], timeout: float = 45.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for records in self.classic.poll(timeout_ms=50).values():
+                self.read["classic"] += [r.value.decode() for r in records]
+            if self.modern is not None:
+                for m in self.modern.consume(num_messages=100, timeout=0.05):
+                    if m.error() is None:
+                        self.read["modern"].append(m.value().decode())
+            if done():
+                return True
+        return False
+
+
+def test_classic_and_consumer_protocol_members_share_a_group(broker: EmbeddedBroker) -> None:
+    bs = broker.bootstrap_servers
+    topic, group = f"mig-{uuid.uuid4().hex[:6]}", f"mig-g-{uuid.uuid4().hex[:6]}"
+    with Wire(bs) as w:
+        w.create_topic(topic, partitions=PARTITIONS)
+    _produce(bs, topic, "a", 5)
+    classic = KafkaConsumer(bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+                            session_timeout_ms=10000, heartbeat_interval_ms=300, max_poll_interval_ms=30000, client_id="classic")
+    deadline = time.monotonic() + 20
+    while not classic.partitions_for_topic(topic) and time.monotonic() < deadline:  # its leader assigns from its metadata
+        time.sleep(0.1)
+    classic.subscribe([topic])
+    modern = None
+    try:
+        r = Reader(classic, None)
+        assert r.poll_until(lambda: len(r.read["classic"]) == 20)
+        classic.commit()
+        assert _group_type(bs, group) == ("classic", "Stable")
+
+        # the consumer-protocol member joins: the group is upgraded, the classic member kept
+        modern = Consumer({"bootstrap.servers": bs, "group.id": group, "group.protocol": "consumer", "client.id": "modern",
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        modern.subscribe([topic])
+        r = Reader(classic, modern)
+        assert r.poll_until(lambda: len(r.classic_parts()) == 2 and len(r.modern_parts()) == 2), (r.classic_parts(), r.modern_parts())
+        assert sorted(r.classic_parts() + r.modern_parts()) == list(range(PARTITIONS))
+        assert _group_type(bs, group) == ("consumer", "Stable")
+        with Wire(bs) as w:
+            _coordinator(w, group)
+            desc = w.call(DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+        assert sorted((m["member_type"], m["client_id"]) for m in desc["members"]) == [(0, "classic"), (1, "modern")]
+        assert r.read == {"classic": [], "modern": []}  # everything before was committed by the classic member
+
+        _produce(bs, topic, "b", 5)
+        assert r.poll_until(lambda: len(r.read["classic"]) + len(r.read["modern"]) >= 20)
+        time.sleep(0.5)
+        r.poll_until(lambda: False, timeout=0.5)
+        both = r.read["classic"] + r.read["modern"]
+        assert sorted(both) == sorted(f"b-{p}-{i}" for p in range(PARTITIONS) for i in range(5))  # each record once
+        assert {int(v.split("-")[1]) for v in r.read["classic"]} <= set(r.classic_parts())
+        assert {int(v.split("-")[1]) for v in r.read["modern"]} <= set(r.modern_parts())
+        classic.commit()
+        modern.commit(asynchronous=False)
+        committed = modern.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+        assert [tp.offset for tp in committed] == [10] * PARTITIONS  # both members' commits are the group's
+
+        # the consumer-protocol member leaves: the group is downgraded and the classic member takes everything
+        modern.close()
+        modern = None
+        r = Reader(classic, None)
+        assert r.poll_until(lambda: r.classic_parts() == list(range(PARTITIONS)))
+        assert _group_type(bs, group) in (("classic", "Stable"), ("classic", "CompletingRebalance"), ("classic", "PreparingRebalance"))
+        _produce(bs, topic, "c", 1)
+        assert r.poll_until(lambda: len(r.read["classic"]) >= PARTITIONS)
+        assert sorted(r.read["classic"]) == sorted(f"c-{p}-0" for p in range(PARTITIONS))  # resumed at the committed offsets
+    finally:
+        if modern is not None:
+            modern.close()
+        classic.close()
+
+
+def test_migration_policy_disabled_refuses_the_upgrade(tmp_path: Path) -> None:
+    with EmbeddedBroker({**FAST, "group.initial.rebalance.delay.ms": 0, "group.consumer.migration.policy": "DISABLED"},
+                        data_dir=tmp_path) as b, Wire(b.bootstrap_servers) as w:
+        w.create_topic("mig-off", partitions=1)
+        classic = KafkaConsumer("mig-off", bootstrap_servers=b.bootstrap_servers, group_id="mig-off-g", heartbeat_interval_ms=300)
+        try:
+            deadline = time.monotonic() + 30
+            while not classic.assignment() and time.monotonic() < deadline:
+                classic.poll(timeout_ms=100)
+            assert classic.assignment()
+            _coordinator(w, "mig-off-g")
+            body = w.call(HEARTBEAT, 1, {"group_id": "mig-off-g", "member_id": str(uuid.uuid4()), "member_epoch": 0, "rebalance_timeout": 30000,
+                                         "subscribed_topic_names": ["mig-off"], "topic_partitions": []})
+            assert (body["error_code"], body["error_message"]) == (  # GROUP_ID_NOT_FOUND, Kafka 4.3's message
+                69, "Cannot upgrade classic group mig-off-g to consumer group because online upgrade is disabled.")
+        finally:
+            classic.close()
