@@ -99,7 +99,7 @@ def _manual_assignment_error(broker: Broker, t: Any) -> tuple[int, str] | None:
     return None
 
 
-def _create_one(broker: Broker, t: Any, validate_only: bool, describable: bool = True) -> dict[str, Any]:
+async def _create_one(broker: Broker, t: Any, validate_only: bool, describable: bool = True) -> dict[str, Any]:
     """One topic of a CreateTopics request, checked in Kafka's order (ReplicationControlManager):
     name, collision, existence, null configs, config values, then partitions and replication.
     Without DESCRIBE_CONFIGS on the topic (``describable``) a created topic is answered without
@@ -160,7 +160,11 @@ def _create_one(broker: Broker, t: Any, validate_only: bool, describable: bool =
         # Kafka draws the new topic's id before it looks at validate_only, and answers with it.
         result["topic_id"] = new_kafka_uuid()
     else:
-        info = lm.create_topic(t.name, partitions, configs)
+        # Directories, partition.metadata and the topics file's fsync: on the storage thread.
+        try:
+            info = await broker.run_blocking(lm.create_topic, t.name, partitions, configs)
+        except FileExistsError:  # created (or being deleted) by another request meanwhile
+            return fail(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
         result["topic_id"] = info.topic_id
     return result
 
@@ -203,7 +207,7 @@ async def handle_create_topics(broker: Broker, conn: Connection, header: Request
         if not az.authorize_cluster(conn, header, AclOperation.CREATE, log_denied=False):
             creatable = az.filter(conn, header, AclOperation.CREATE, ResourceType.TOPIC, unique)
         describable = az.filter(conn, header, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, unique, log_denied=False)
-    results = [_create_one(broker, t, request.validate_only, t.name in describable)
+    results = [await _create_one(broker, t, request.validate_only, t.name in describable)
                for t in request.topics if counts[t.name] == 1 and t.name in creatable]
     results += [
         {"name": name, "topic_id": None, "error_code": errors.INVALID_REQUEST, "error_message": "Duplicate topic name.",
