@@ -154,7 +154,7 @@ def member_metadata_value(m: ConsumerGroupMember) -> bytes:
     names = _uvarint(len(m.subscribed_topic_names) + 1) + b"".join(_cstring(t) for t in m.subscribed_topic_names)
     tagged = b"\x00"
     if m.classic is not None:
-        classic = _classic_member_metadata(m.classic)
+        classic = b"\x01" + _classic_member_metadata(m.classic)  # a nullable struct: 1 = present
         tagged = b"\x01\x00" + _uvarint(len(classic)) + classic
     return b"".join([
         _VERSION0, _cstring(m.instance_id), _cstring(m.rack_id), _cstring(m.client_id), _cstring(m.client_host),
@@ -233,7 +233,7 @@ def decode_member_metadata_value(member: ConsumerGroupMember, value: bytes) -> C
     for _ in range(r.uvarint()):
         tag, size = r.uvarint(), r.uvarint()
         end = r.pos + size
-        if tag == 0:
+        if tag == 0 and r.uvarint() > 0:  # a nullable struct: 0 = null
             session_timeout = r.i32()
             protocols = []
             for _ in range(r.array_len()):

@@ -155,3 +155,55 @@ def test_migration_policy_disabled_refuses_the_upgrade(tmp_path: Path) -> None:
                 69, "Cannot upgrade classic group mig-off-g to consumer group because online upgrade is disabled.")
         finally:
             classic.close()
+
+
+def test_upgraded_group_is_durable_and_kafka_reads_its_records(tmp_path: Path) -> None:
+    """The upgraded group's records (classic member metadata as tagged field 0 of the member metadata)
+    are read by Kafka 4.3.1's own dump-log decoder, and a restart restores the classic member, which
+    carries on with its generation."""
+    from tests.conformance.test_consumer_group_protocol import (
+        consumer_assignment,
+        consumer_subscription,
+        decode_assignment,
+    )
+
+    def join(w: Wire, member_id: str) -> dict[str, Any]:
+        return w.call(11, 9, {"group_id": "dur-mig", "session_timeout": 30000, "rebalance_timeout": 30000, "member_id": member_id,
+                              "group_instance_id": None, "protocol_type": "consumer",
+                              "protocols": [{"name": "range", "metadata": consumer_subscription(["dur-mig-t"])}], "reason": None})
+
+    with EmbeddedBroker({**FAST, "group.initial.rebalance.delay.ms": 0}, data_dir=tmp_path) as b, Wire(b.bootstrap_servers) as w:
+        w.create_topic("dur-mig-t", partitions=2)
+        _coordinator(w, "dur-mig")
+        c = join(w, "")["member_id"]
+        gen = join(w, c)["generation_id"]
+        synced = w.call(14, 5, {"group_id": "dur-mig", "generation_id": gen, "member_id": c, "group_instance_id": None, "protocol_type": "consumer",
+                                "protocol_name": "range", "assignments": [{"member_id": c, "assignment": consumer_assignment({"dur-mig-t": [0, 1]})}]})
+        assert decode_assignment(synced["assignment"]) == [0, 1]
+        up = w.call(HEARTBEAT, 1, {"group_id": "dur-mig", "member_id": str(uuid.uuid4()), "member_epoch": 0, "rebalance_timeout": 30000,
+                                   "subscribed_topic_names": ["dur-mig-t"], "topic_partitions": []})
+        assert up["error_code"] == 0 and up["member_epoch"] == gen + 1
+        assert w.call(12, 4, {"group_id": "dur-mig", "generation_id": gen, "member_id": c, "group_instance_id": None})["error_code"] == 27
+        rejoined = join(w, c)
+        assert rejoined["error_code"] == 0
+        cgen = rejoined["generation_id"]
+        assert len(decode_assignment(w.call(14, 5, {"group_id": "dur-mig", "generation_id": cgen, "member_id": c, "group_instance_id": None,
+                                                    "protocol_type": "consumer", "protocol_name": "range", "assignments": []})["assignment"])) == 1
+    from tests.support import kafka_bin, kafka_tool_missing
+    if not kafka_tool_missing("kafka-dump-log.sh"):
+        import os
+        import subprocess
+        logs = [str(p) for p in sorted(tmp_path.glob("__consumer_offsets-*/*.log")) if p.stat().st_size]
+        out = subprocess.run([str(kafka_bin("kafka-dump-log.sh")), "--offsets-decoder", "--files", ",".join(logs)],
+                             capture_output=True, text=True, timeout=120, env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"})
+        assert out.returncode == 0, out.stderr[-2000:]
+        member = [line for line in out.stdout.splitlines() if '"type":"5"' in line and f'"memberId":"{c}"' in line]
+        assert member and '"classicMemberMetadata":{"sessionTimeoutMs":30000,"supportedProtocols":[{"name":"range","metadata":' in member[-1], member
+    with EmbeddedBroker({**FAST, "group.initial.rebalance.delay.ms": 0}, data_dir=tmp_path) as b, Wire(b.bootstrap_servers) as w:
+        _coordinator(w, "dur-mig")
+        desc = w.call(DESCRIBE, 1, {"group_ids": ["dur-mig"], "include_authorized_operations": False})["groups"][0]
+        classic_row = [m for m in desc["members"] if m["member_id"] == c]
+        assert classic_row and classic_row[0]["member_type"] == 0 and classic_row[0]["member_epoch"] == cgen
+        # the classic member carries on with its generation; only a stale one is refused
+        assert w.call(12, 4, {"group_id": "dur-mig", "generation_id": cgen, "member_id": c, "group_instance_id": None})["error_code"] in (0, 27)
+        assert w.call(12, 4, {"group_id": "dur-mig", "generation_id": cgen - 1, "member_id": c, "group_instance_id": None})["error_code"] == 22
