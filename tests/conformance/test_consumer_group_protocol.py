@@ -10,7 +10,9 @@ recorded.
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
 import time
 import uuid
 from typing import Any
@@ -248,6 +250,17 @@ def decode_assignment(data: bytes) -> list[int]:
     return sorted(out)
 
 
+def _groups_tool(ctx: Ctx, *args: str) -> list[list[str]] | None:
+    """Kafka 4.3.1's kafka-consumer-groups.sh output as words (None without Java or the tool)."""
+    from tests.support import kafka_bin, kafka_tool_missing
+
+    if kafka_tool_missing("kafka-consumer-groups.sh"):
+        return None
+    run = subprocess.run([str(kafka_bin("kafka-consumer-groups.sh")), "--bootstrap-server", ctx.bootstrap, *args], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"})
+    return [[ctx.names.get(word, word) for word in line.split()] for line in run.stdout.splitlines() if line.strip()]
+
+
 def scenario_online_migration(ctx: Ctx) -> dict[str, Any]:
     """A classic member holds every partition; a consumer-protocol member joins (the group is upgraded,
     the classic member kept: it rejoins through JoinGroup/SyncGroup and gives half up); the consumer
@@ -344,6 +357,13 @@ def scenario_online_migration(ctx: Ctx) -> dict[str, Any]:
         time.sleep(0.1)
     obs["split"] = {"disjoint": not set(a_parts) & set(c_parts), "complete": sorted(a_parts + c_parts) == list(range(PARTITIONS))}
     obs["classic_heartbeat_stable"] = classic_hb(c, cgen)
+    # Kafka 4.3.1's kafka-consumer-groups.sh on the mixed group: its state and members (the partition counts)
+    described = _groups_tool(ctx, "--describe", "--group", group, "--state")
+    obs["tool_state"] = None if described is None else [row[:1] + row[-3:] for row in described]
+    members = _groups_tool(ctx, "--describe", "--group", group, "--members")
+    obs["tool_members"] = None if members is None else [members[0], sorted(row[-1] for row in members[1:])]
+    hb()
+    obs["classic_heartbeat_after_tools"] = classic_hb(c, cgen)
     obs["classic_sync_wrong_generation"] = sync(c, cgen + 7, [])["error_code"]
 
     # the consumer member leaves: the group is downgraded to a classic group, which rebalances
@@ -372,3 +392,6 @@ def test_online_migration(conform):
     assert obs["split"] == {"disjoint": True, "complete": True}
     assert obs["downgraded_listed"][0][2] == "classic"
     assert obs["classic_synced_again"] == {"error": 0, "partitions": [0, 1, 2, 3]}
+    if obs["tool_state"] is not None:
+        assert obs["tool_state"][1] == ["g", "uniform", "Stable", "2"]  # a consumer group of two members
+        assert obs["tool_members"][1] == ["2", "2"]
