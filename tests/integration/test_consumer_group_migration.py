@@ -207,3 +207,61 @@ def test_upgraded_group_is_durable_and_kafka_reads_its_records(tmp_path: Path) -
         # the classic member carries on with its generation; only a stale one is refused
         assert w.call(12, 4, {"group_id": "dur-mig", "generation_id": cgen, "member_id": c, "group_instance_id": None})["error_code"] in (0, 27)
         assert w.call(12, 4, {"group_id": "dur-mig", "generation_id": cgen - 1, "member_id": c, "group_instance_id": None})["error_code"] == 22
+
+
+def test_java_classic_consumer_and_a_consumer_protocol_member(broker: EmbeddedBroker) -> None:
+    """Kafka 4.3.1's console consumer (the Java consumer, classic protocol: range and
+    cooperative-sticky, subscription v3 with owned partitions) stays in its group when a librdkafka
+    consumer-protocol member upgrades it; between them every record is read once."""
+    import os
+    import subprocess
+    import threading
+
+    from tests.support import kafka_bin, kafka_tool_missing
+
+    missing = kafka_tool_missing("kafka-console-consumer.sh")
+    if missing:
+        pytest.skip(missing)
+    bs = broker.bootstrap_servers
+    topic, group = f"mig-java-{uuid.uuid4().hex[:6]}", f"mig-java-g-{uuid.uuid4().hex[:6]}"
+    with Wire(bs) as w:
+        w.create_topic(topic, partitions=PARTITIONS)
+    java = subprocess.Popen(
+        [str(kafka_bin("kafka-console-consumer.sh")), "--bootstrap-server", bs, "--topic", topic, "--group", group,
+         "--command-property", "auto.offset.reset=earliest", "--command-property", "heartbeat.interval.ms=300",
+         "--command-property", "metadata.max.age.ms=1000"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"})
+    java_read: list[str] = []
+    reader = threading.Thread(target=lambda: java_read.extend(line.strip() for line in java.stdout or []), daemon=True)
+    reader.start()
+    modern = None
+    try:
+        deadline = time.monotonic() + 60
+        while _group_type(bs, group) != ("classic", "Stable") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _group_type(bs, group) == ("classic", "Stable")
+        modern = Consumer({"bootstrap.servers": bs, "group.id": group, "group.protocol": "consumer", "client.id": "modern",
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        modern.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len(modern.assignment()) != 2 and time.monotonic() < deadline:
+            modern.poll(0.1)
+        assert len(modern.assignment()) == 2 and _group_type(bs, group) == ("consumer", "Stable")
+        with Wire(bs) as w:
+            _coordinator(w, group)
+            desc = w.call(DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+        parts = {m["member_type"]: sorted(p for t in m["assignment"]["topic_partitions"] for p in t["partitions"]) for m in desc["members"]}
+        assert sorted(parts[0] + parts[1]) == list(range(PARTITIONS)) and len(parts[0]) == 2  # the Java member kept half
+        _produce(bs, topic, "j", 5)
+        modern_read: list[str] = []
+        deadline = time.monotonic() + 60
+        while len(modern_read) + len(java_read) < 20 and time.monotonic() < deadline:
+            modern_read += [m.value().decode() for m in modern.consume(num_messages=100, timeout=0.1) if m.error() is None]
+        time.sleep(1.0)
+        assert sorted(modern_read + java_read) == sorted(f"j-{p}-{i}" for p in range(PARTITIONS) for i in range(5))
+        assert {int(v.split("-")[1]) for v in java_read} == set(parts[0])
+    finally:
+        if modern is not None:
+            modern.close()
+        java.terminate()
+        java.wait(30)
