@@ -45,6 +45,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from .listeners import bind_sockets, bracket
+from .share.metrics import ShareGroupCollector
 from .telemetry.manager import ClientTelemetryCollector
 
 if TYPE_CHECKING:
@@ -301,6 +302,7 @@ def make_registry(broker: Broker) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SidecarCollector(broker))
     registry.register(ClientTelemetryCollector(broker))
+    registry.register(ShareGroupCollector(broker))  # server/share/metrics.py
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     return registry

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..group_configs import group_config_manager
 from .group import SIMPLE_ASSIGNOR, ShareGroup, ShareGroupMember
+from .metrics import ShareGroupStats
 from .partition import AcquiredRecords, SharePartition
 from .persister import ShareStatePersister, share_config
 from .session import ShareSessionCache
@@ -58,6 +59,7 @@ class ShareCoordinator:
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
         self.sessions = ShareSessionCache()
+        self.stats = ShareGroupStats()  # counters for /metrics (server/share/metrics.py)
         # Durable share-partition state in __share_group_state (server/share/persister.py).
         self.persister = ShareStatePersister(broker)
 
@@ -292,7 +294,9 @@ class ShareCoordinator:
     def expire_locks(self, now_ms: int | None = None) -> None:
         now = _now_ms() if now_ms is None else now_ms
         for key, sp in self.share_partitions.items():
-            if sp.expire_locks(now):
+            expired = sp.expire_locks(now)
+            if expired:
+                self.stats.lock_timeouts += expired
                 self.persister.write(key, sp)
 
     def next_lock_deadline(self, group_id: str) -> int | None:
@@ -315,12 +319,14 @@ class ShareCoordinator:
         if sp is None:
             return 3  # UNKNOWN_TOPIC_OR_PARTITION
         now = _now_ms()
-        sp.expire_locks(now)  # a record whose lock ran out is no longer the member's to acknowledge
+        # A record whose lock ran out is no longer the member's to acknowledge.
+        self.stats.lock_timeouts += sp.expire_locks(now)
         try:
             for first, last, types in batches:
                 code = sp.acknowledge(member_id, first, last, types, now)
                 if code:
                     return code
+                self.stats.acknowledged(types, first, last)
             return NONE
         finally:
             self.persist((group_id, topic_id, partition))

@@ -281,3 +281,34 @@ def test_kafka_share_groups_tool(broker: EmbeddedBroker, wire: Wire, tmp_path: P
     assert run("--describe", "--group", group)[1:] == [[group, topic, "0", "4", "0"]]
     assert "successful" in " ".join(run("--delete", "--group", group)[0])
     assert [group] not in run("--list")
+
+
+def test_share_group_metrics(tmp_path: Path) -> None:
+    """/metrics: share groups by state, in-flight records per share-partition, acknowledgements by type."""
+    from tests.integration.test_client_telemetry import MetricsSidecar
+
+    server = MetricsSidecar(tmp_path / "data", {})
+    try:
+        with Wire(server.bootstrap) as w:
+            topic, group = _topic("met"), _topic("g")
+            w.create_topic(topic)
+            topic_id = w.metadata([topic])["topics"][0]["topic_id"]
+            _earliest(w, group)
+            assert _join(w, group, "m1", [topic])["error_code"] == 0
+            _produce(w, topic, [b"v%d" % i for i in range(4)])
+            assert _acquired(_share_fetch(w, group, "m1", 0, topic_id)) == [(0, 3, 1)]
+            acks = [{"first_offset": 0, "last_offset": 1, "acknowledge_types": [ACCEPT]},
+                    {"first_offset": 2, "last_offset": 2, "acknowledge_types": [RELEASE]}]
+            assert w.call(79, 2, {"group_id": group, "member_id": "m1", "share_session_epoch": 1, "topics": [
+                {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": acks}]}]})["error_code"] == 0
+        text = server.scrape()
+    finally:
+        server.stop()
+    lines = set(text.splitlines())
+    assert 'kafka_server_group_coordinator_metrics_group_count{protocol="share"} 1.0' in lines
+    assert 'kafka_server_group_coordinator_metrics_share_group_count{state="stable"} 1.0' in lines
+    labels = f'group="{group}",partition="0",topic="{topic}"'
+    assert f"kafka_server_sharepartitionmetrics_inflightmessagecount{{{labels}}} 1.0" in lines
+    assert f"kafka_server_sharepartitionmetrics_inflightbatchcount{{{labels}}} 1.0" in lines
+    assert 'kafka_server_sharegroupmetrics_recordacknowledgement_total{ack_type="Accept"} 2.0' in lines
+    assert 'kafka_server_sharegroupmetrics_recordacknowledgement_total{ack_type="Release"} 1.0' in lines
