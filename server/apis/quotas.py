@@ -42,9 +42,10 @@ def _authorized(broker: Broker, conn: Connection, header: RequestHeader, operati
     return bool(az.authorize_cluster(conn, header, getattr(AclOperation, operation)))
 
 
-def _entity_data(entity: Entity) -> list[dict[str, Any]]:
+def _entity_data(entity: Entity, ordered: bool = False) -> list[dict[str, Any]]:
+    """The components in ``entity``'s order if ``ordered``, else a default HashMap's."""
     d = dict(entity)
-    return [{"entity_type": t, "entity_name": d[t]} for t in java_order(list(d))]
+    return [{"entity_type": t, "entity_name": d[t]} for t in (list(d) if ordered else java_order(list(d)))]
 
 
 async def handle_describe_client_quotas(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
@@ -56,7 +57,7 @@ async def handle_describe_client_quotas(broker: Broker, conn: Connection, header
     except QuotaError as e:
         return _error(e.code, e.message)
     entries = [{"entity": _entity_data(entity),
-                "values": [{"key": k, "value": values[k]} for k in java_order(list(values))]}
+                "values": [{"key": k, "value": v} for k, v in values.items()]}
                for entity, values in found]
     return {"throttle_time": 0, "error_code": 0, "error_message": None, "entries": entries}
 
@@ -102,7 +103,7 @@ async def handle_alter_client_quotas(broker: Broker, conn: Connection, header: R
                 log.info("client quotas altered: %s", {repr(dict(e)): v for e, v in after.items()})
     return {"throttle_time": 0, "entries": [
         {"error_code": 0 if error is None else error.code, "error_message": None if error is None else error.message,
-         "entity": _entity_data(entity)} for entity, error in results]}
+         "entity": _entity_data(entity, ordered=True)} for entity, error in results]}
 
 
 def _is_ip(host: str) -> bool:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .hashmap import entity_hash, hashmap_order, string_hash
+
 QUOTAS_FILE = "sidecar-client-quotas.json"
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -50,17 +52,52 @@ class QuotaError(Exception):
         self.message = message
 
 
-def _java_bucket(s: str, capacity: int = 16) -> int:
-    h = 0
-    for c in s:
-        h = (31 * h + ord(c)) & 0xFFFFFFFF
-    return (h ^ (h >> 16)) & (capacity - 1)
-
-
 def java_order(keys: list[str]) -> list[str]:
-    """The iteration order of a small java.util.HashMap holding ``keys`` (Kafka answers from
-    HashMaps: entity components and quota values come out in that order)."""
-    return sorted(keys, key=_java_bucket)
+    """The iteration order of a ``new HashMap<>()`` holding ``keys`` (entity components)."""
+    return hashmap_order(keys, string_hash)
+
+
+def _entity_key(entity: Entity) -> int:
+    return entity_hash(entity)
+
+
+def apply_changes(quotas: dict[Entity, dict[str, float]], changes: dict[Entity, dict[str, float | None]]) -> dict[Entity, dict[str, float]]:
+    """ClientQuotasDelta.apply: the quotas after ``changes`` (entities in record order, keys
+    to set or None to remove), the entities and each changed entity's values in the order
+    Kafka's rebuilt HashMaps iterate (old entries first, then the delta's new ones)."""
+    if not changes:
+        return {e: dict(q) for e, q in quotas.items()}
+    # ClientQuotasDelta.changes; Kafka 4.3.1 replays one request's entities last to first
+    # (seen against it: two entities of one bucket come out in the reverse of the request's order).
+    changed = hashmap_order(list(reversed(changes)), _entity_key)
+    rebuilt: dict[Entity, dict[str, float]] = {}
+    for entity in changed:
+        old = quotas.get(entity, {})
+        change = changes[entity]
+        new_keys = hashmap_order(list(change), string_hash)  # ClientQuotaDelta.changes
+        values: dict[str, float] = {}
+        for k, v in old.items():
+            if k not in change:
+                values[k] = v
+            elif change[k] is not None:
+                values[k] = change[k]  # type: ignore[assignment]
+        for k in new_keys:
+            v = change[k]
+            if k not in values and v is not None:
+                values[k] = v
+        order = hashmap_order(list(values), string_hash, initial=len(old))
+        rebuilt[entity] = {k: values[k] for k in order}
+    seq: list[Entity] = []
+    for entity in quotas:
+        if entity not in changes:
+            seq.append(entity)
+        elif rebuilt[entity]:
+            seq.append(entity)
+    seq += [e for e in changed if e not in quotas and rebuilt[e]]
+    after: dict[Entity, dict[str, float]] = {}
+    for entity in hashmap_order(seq, _entity_key, initial=len(quotas)):
+        after[entity] = rebuilt[entity] if entity in rebuilt else dict(quotas[entity])
+    return after
 
 
 def entity_string(entity: Entity) -> str:
@@ -205,18 +242,17 @@ class ClientQuotaStore:
             results[key_of] = None
             if change:
                 changes.setdefault(entity, {}).update(change)
-        after = {e: dict(q) for e, q in self.quotas.items()}
-        if not validate_only:
-            for entity, change in changes.items():
-                values = after.setdefault(entity, {})
-                for k, v in change.items():
-                    if v is None:
-                        values.pop(k, None)
-                    else:
-                        values[k] = v
-                if not values:
-                    del after[entity]
-        return [(e, results[e]) for e in order], after
+        after = apply_changes(self.quotas, {} if validate_only else changes)
+        # The controller's results are a HashMap<ClientQuotaEntity, ApiError>.
+        # The controller's results are a HashMap<ClientQuotaEntity, ApiError>; each entity's
+        # components in the order of the request's map (new HashMap<>(components)).
+        shown: dict[Entity, Entity] = {}
+        for alt in alterations:
+            d = dict(alt.components)
+            key_of = tuple(sorted(d.items()))
+            if key_of not in shown:
+                shown[key_of] = tuple((t, d[t]) for t in hashmap_order(list(d), string_hash, initial=len(alt.components)))
+        return [(shown[e], results[e]) for e in hashmap_order(order, _entity_key)], after
 
     def describe(self, components: list[tuple[str, int, str | None]], strict: bool) -> list[tuple[Entity, dict[str, float]]]:
         """ClientQuotasImage.describe: the matching entities, or QuotaError (the whole answer)."""
@@ -261,8 +297,8 @@ class ClientQuotaStore:
     def snapshot(self, quotas: dict[Entity, dict[str, float]]) -> bytes:
         """The file's content for ``quotas`` (taken on the loop, written in the storage thread)."""
         doc: dict[str, Any] = {"version": 1, "entities": [
-            {"entity": dict(entity), "quotas": dict(sorted(values.items()))}
-            for entity, values in sorted(quotas.items(), key=lambda kv: repr(kv[0]))
+            {"entity": dict(entity), "quotas": values}
+            for entity, values in quotas.items()  # Kafka's order, kept across a restart
         ]}
         return (json.dumps(doc, indent=1) + "\n").encode()
 

@@ -143,3 +143,41 @@ def test_describe_filters(tmp_path):
     with pytest.raises(QuotaError) as e:
         store.describe([("group", 2, None)], False)
     assert e.value.code == 35
+
+
+# --------------------------------------------------------------------------- Java HashMap order
+
+
+def test_java_hashes_and_capacities():
+    from kafka_sidecar.server.quotas.hashmap import capacity, entity_hash, string_hash
+
+    assert string_hash("user") == 0x36EBCB and string_hash(None) == 0 and string_hash("") == 0
+    # "\U0001F600".hashCode() in Java: two UTF-16 code units, 0xD83D * 31 + 0xDE00.
+    assert string_hash("\U0001f600") == 0xD83D * 31 + 0xDE00
+    # ClientQuotaEntity.hashCode = 31 + sum(key.hashCode() ^ value.hashCode()).
+    assert entity_hash([("client-id", None)]) == 31 + string_hash("client-id")
+    # new HashMap<>(): 16 slots until 13 entries; new HashMap<>(0) grows 1, 2, 4, 8, 16.
+    assert capacity(12) == 16 and capacity(13) == 32
+    assert [capacity(n, 0) for n in (1, 2, 3, 4, 7)] == [2, 4, 4, 8, 16]
+    assert capacity(2, initial=2) == 4
+
+
+def test_alter_answers_and_stores_in_kafkas_hashmap_order(tmp_path):
+    store = ClientQuotaStore.empty(tmp_path)
+    results, after = store.alter([
+        Alteration([("client-id", None)], [("producer_byte_rate", 10.0)]),
+        Alteration([("ip", "10.0.0.1")], [("connection_creation_rate", 5.0)]),
+        Alteration([("ip", "10.0.0.5"), ("user", "e6")], [("connection_creation_rate", 1.0)]),
+        Alteration([("user", "e7")], [("producer_byte_rate", 1.0), ("consumer_byte_rate", 2.0)]),
+    ], False, lambda h: True)
+    # As Kafka 4.3.1 answered: results in its HashMap's order, the request's entity map
+    # (new HashMap<>(2), grown to 4 slots) putting user before ip.
+    assert [e for e, _ in results] == [(("user", "e6"), ("ip", "10.0.0.5")), (("client-id", None),),
+                                       (("ip", "10.0.0.1"),), (("user", "e7"),)]
+    # Two entities of one bucket: Kafka 4.3.1 shows the later one of the request first; a new
+    # entity's values in a map grown from 1 slot (consumer_byte_rate's bucket 0 before producer's 3).
+    assert list(after) == [(("ip", "10.0.0.1"),), (("client-id", None),), (("user", "e7"),)]
+    assert list(after[(("user", "e7"),)]) == ["consumer_byte_rate", "producer_byte_rate"]
+    # The file keeps that order across a restart.
+    store.write(store.snapshot(after))
+    assert list(ClientQuotaStore.load(tmp_path).quotas) == list(after)
