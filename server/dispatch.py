@@ -51,6 +51,7 @@ from .apis import (
     transactions,
 )
 from .features import feature_control
+from .quotas.manager import SELF_RECORDED_APIS
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -217,6 +218,9 @@ async def handle_request(broker: Broker, conn: Connection, data: bytes) -> list[
         broker.metrics.protocol_errors += 1
         raise ProtocolViolation(f"cannot decode {spec.name} v{version} request: {e}") from None
     result = await spec.handler(broker, conn, header, request)
+    # request_percentage for every API (server/quotas): one attribute test while none is set.
+    if broker.client_quotas.request.enabled and api_key not in SELF_RECORDED_APIS:
+        broker.client_quotas.throttle_request(conn, header.client_id, result, time.perf_counter() - started)
     if spec.coordinator_write:
         await broker.replica_manager.await_pending_flushes()
     # Metrics (server/metrics.py): a histogram bucket, a sum, and the response's error codes.

@@ -41,6 +41,13 @@ DEFAULT: Any = _Default()
 NANOS_TO_PERCENTAGE = 100.0 / 1e9
 
 
+# APIs that record request_percentage in their handlers (Produce, Fetch), or whose handler time
+# is mostly a wait for other members or data (JoinGroup, SyncGroup, ShareFetch): Kafka counts only
+# the handler thread's time, and a wall-clock measure would count the wait. Every other API is
+# counted by server/dispatch.py (KafkaApis' sendResponseMaybeThrottle).
+SELF_RECORDED_APIS = frozenset({0, 1, 11, 14, 78})
+
+
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
@@ -190,6 +197,17 @@ class ClientQuotas:
         if throttle > 0:
             self.fetch.unrecord(user, cid, response_bytes, now)
         return throttle
+
+    def throttle_request(self, conn: Any, client_id: str | None, result: Any, elapsed_s: float) -> None:
+        """RequestHandlerHelper.sendResponseMaybeThrottle: the handler's time against
+        request_percentage; over quota the answer carries the throttle time and the connection
+        is muted for it after the answer (KIP-219)."""
+        user, cid = self.client(conn.principal, client_id)
+        throttle = self.request.record(user, cid, elapsed_s * 1e9 * NANOS_TO_PERCENTAGE, _now_ms())
+        if throttle:
+            conn.throttle_until = time.monotonic() + throttle / 1000
+            if isinstance(result, dict):
+                result["throttle_time"] = max(result.get("throttle_time") or 0, throttle)
 
     def fetch_max_bytes(self, principal: str, client_id: str | None) -> float:
         user, cid = self.client(principal, client_id)

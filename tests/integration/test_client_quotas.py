@@ -172,3 +172,29 @@ def test_consumer_slowed_to_consumer_byte_rate(server):
     assert got == 1000
     # 1 MB at 80 KB/s: about 12 s, where unthrottled it is a fraction of one.
     assert elapsed > 9, elapsed
+
+
+def test_request_percentage_counts_every_api_and_throttles_metadata(server):
+    """KafkaApis' sendResponseMaybeThrottle: a Metadata or ApiVersions request's handler time counts
+    against request_percentage like a Produce's; over quota the answer carries throttle_time_ms
+    and the connection is muted for that long after it."""
+    with Wire(server.bootstrap) as w:
+        w.create_topic("m")
+        assert _alter(w, [("client-id", "busy")], {"request_percentage": 0.01})[0]["error_code"] == 0
+    with Wire(server.bootstrap, client_id="busy") as w:
+        throttled = None
+        for _ in range(200):
+            body = w.metadata(["m"])
+            if body["throttle_time"]:
+                throttled = body
+                break
+        # 0.01 % of a second is 1 us per second: a few Metadata answers exceed it over 10 s.
+        assert throttled is not None and 0 < throttled["throttle_time"] <= 1000, throttled
+        # Muted after the throttled answer: the next request is read only once the throttle passed.
+        started = time.monotonic()
+        api = w.call(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert time.monotonic() - started >= throttled["throttle_time"] / 1000 * 0.8
+        assert api["throttle_time"] > 0
+    # Another client id is not counted with it.
+    with Wire(server.bootstrap, client_id="idle") as w:
+        assert w.metadata(["m"])["throttle_time"] == 0
