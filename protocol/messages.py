@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
+from .produce_request import decode_produce, encode_produce_response
 from .request_check import check_request
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -112,6 +113,10 @@ def _writer(cls: type):
 
 def decode_request_body(api_key: int, version: int, buf: bytes | memoryview, offset: int) -> Any:
     """Decode a request body starting at ``offset`` (trailing bytes are ignored, as Kafka does)."""
+    if api_key == 0 and type(buf) is bytes:  # Produce v9+: by hand when plain (produce_request.py)
+        request = decode_produce(version, buf, offset)
+        if request is not None:
+            return request
     cls = request_schema(api_key, version)
     # Declared lengths within the frame, no null where Kafka allows none: checked before kio's
     # native reader, which would try to allocate whatever a length says (request_check.py).
@@ -132,6 +137,10 @@ def encode_entity(entity: Any) -> bytes:
 
 def encode_body(api_key: int, version: int, data: dict[str, Any]) -> bytes:
     """Encode a response body for ``version`` from a version-independent dict."""
+    if api_key == 0:  # Produce v9+: by hand when plain (produce_request.py)
+        body = encode_produce_response(version, data)
+        if body is not None:
+            return body
     return encode_entity(build(response_schema(api_key, version), data))
 
 

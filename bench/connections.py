@@ -1,0 +1,476 @@
+"""Many connections: N producer connections and M consumers, kafka-sidecar and the reference Kafka.
+
+    python -m bench.connections                         # 1/10/100/500 producers, 1/8 consumers, ~2 min
+    python -m bench.connections --seconds 10 --connections 100
+    python -m bench.connections --no-reference --json /tmp/ours.json
+    python -m bench.connections --rounds 3              # ours, Kafka, ours, ... : medians per point
+    python -m bench.connections --sidecar-pythonpath /tmp/base   # another build of ours (see README)
+
+The client is this process: raw requests over asyncio Protocols, each request frame built once
+with the project's own encoders (``protocol/messages.py``, ``protocol/records.py``) and written
+again as the same bytes, so it costs a few microseconds per request and is not what limits the
+figures (its CPU share is printed). Every connection keeps one request outstanding (closed loop,
+what a producer with ``max.in.flight.requests.per.connection=1`` does).
+
+- **produce, N connections**: Produce v11, acks=1, one batch of ``--batch-records`` records of
+  ``--value-size`` bytes (no key, no compression) per request; connection i writes partition
+  i mod ``--partitions`` of one topic. After ``--warmup`` seconds untimed, ``--seconds`` timed:
+  requests/s, MB/s of record values, latency p50/p99/max (request written -> answer read).
+  Every answer's error code is checked.
+- **fetch, M consumers**: a topic of ``--partitions`` partitions is filled with ``--fetch-mb`` MB
+  (batches of 100 x 1,000 B); consumer j fetches the partitions p with p mod M = j (as a group
+  of M would share them), Fetch v12 with ``max_wait_ms`` 500, 1 MiB per partition, from offset 0
+  to the end and again from 0, for ``--seconds``: MB/s of record batch bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.reference import ReferenceKafka, ReferenceUnavailable, unavailable_reason
+from bench.run import ClientErrors, Sidecar, cpu_seconds, log, machine_info
+
+REPO = Path(__file__).resolve().parents[1]
+PRODUCE, FETCH = 0, 1
+PRODUCE_VERSION, FETCH_VERSION = 11, 12
+_SIZE = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+
+
+# --------------------------------------------------------------------------- requests
+
+
+def produce_frame(topic: str, partition: int, records: int, value_size: int, correlation_id: int) -> bytes:
+    """A whole Produce v11 request frame (acks=1) with one batch."""
+    from kafka_sidecar.protocol.messages import encode_request
+    from kafka_sidecar.protocol.records import encode_columns
+
+    now = int(time.time() * 1000)
+    value = os.urandom(value_size)
+    batch = encode_columns(list(range(records)), [now] * records, [None] * records, [value] * records,
+                           [[] for _ in range(records)])
+    return encode_request(PRODUCE, PRODUCE_VERSION, correlation_id, "bench", {
+        "transactional_id": None, "acks": 1, "timeout": 30000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
+    })
+
+
+def produce_error_offset(topic: str) -> int:
+    """Where the partition's error code sits in a Produce v11 answer (payload, no size prefix):
+    correlation id, header tags, responses count, name, partitions count, index."""
+    return 4 + 1 + 1 + 1 + len(topic.encode()) + 1 + 4
+
+
+def fetch_frame(topic: str, offsets: dict[int, int], correlation_id: int) -> bytes:
+    from kafka_sidecar.protocol.messages import encode_request
+
+    return encode_request(FETCH, FETCH_VERSION, correlation_id, "bench", {
+        "replica_id": -1, "max_wait": 500, "min_bytes": 1, "max_bytes": 50 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [
+            {"partition": p, "current_leader_epoch": -1, "fetch_offset": o, "last_fetched_epoch": -1,
+             "log_start_offset": -1, "partition_max_bytes": 1 << 20} for p, o in sorted(offsets.items())]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    })
+
+
+def fetch_reader() -> Any:
+    """kio's reader of a Fetch v12 answer body."""
+    from kafka_sidecar.protocol import messages
+
+    return messages._reader(messages.response_schema(FETCH, FETCH_VERSION))
+
+
+def next_offset(records: bytes, offset: int) -> tuple[int, int]:
+    """(the offset after the last complete batch, the bytes of complete batches)."""
+    pos, n = 0, len(records)
+    while pos + 12 <= n:
+        base, length = struct.unpack_from(">qi", records, pos)
+        if pos + 12 + length > n:
+            break
+        (last_delta,) = struct.unpack_from(">i", records, pos + 23)
+        offset = base + last_delta + 1
+        pos += 12 + length
+    return offset, pos
+
+
+# --------------------------------------------------------------------------- the client
+
+
+class _Frames(asyncio.Protocol):
+    """Reads size-prefixed answers; ``answered(payload)`` is called for each one."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        while len(buf) >= 4:
+            (size,) = _SIZE.unpack_from(buf, 0)
+            if len(buf) < 4 + size:
+                return
+            payload = bytes(buf[4: 4 + size])
+            del buf[: 4 + size]
+            self.answered(payload)
+
+    def answered(self, payload: bytes) -> None:
+        raise NotImplementedError
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class ProduceConnection(_Frames):
+    """One producer connection: the same request again as soon as the last one is answered."""
+
+    def __init__(self, request: bytes, error_at: int, stats: dict[str, Any]) -> None:
+        super().__init__()
+        self.request = request
+        self.error_at = error_at
+        self.stats = stats
+        self.sent = 0.0
+        self.running = True
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.send()
+
+    def send(self) -> None:
+        self.sent = time.perf_counter()
+        assert self.transport is not None
+        self.transport.write(self.request)
+
+    def answered(self, payload: bytes) -> None:
+        now = time.perf_counter()
+        stats = self.stats
+        (code,) = _I16.unpack_from(payload, self.error_at)
+        if stats["measuring"]:
+            if code:
+                stats["errors"][code] = stats["errors"].get(code, 0) + 1
+            else:
+                stats["latencies"].append(now - self.sent)
+        if self.running:
+            self.send()
+
+
+async def _connect(host: str, port: int, factory: Any) -> Any:
+    loop = asyncio.get_running_loop()
+    for attempt in range(50):
+        try:
+            _, proto = await loop.create_connection(factory, host, port)
+            return proto
+        except OSError:
+            if attempt == 49:
+                raise
+            await asyncio.sleep(0.1)
+    raise AssertionError
+
+
+async def produce_load(bootstrap: str, topic: str, partitions: int, connections: int, cfg: argparse.Namespace,
+                       pid: int | None = None) -> dict[str, Any]:
+    host, _, port = bootstrap.rpartition(":")
+    requests = [produce_frame(topic, p, cfg.batch_records, cfg.value_size, 1) for p in range(partitions)]
+    stats: dict[str, Any] = {"measuring": False, "latencies": [], "errors": {}}
+    error_at = produce_error_offset(topic)
+    conns: list[ProduceConnection] = []
+    for i in range(0, connections, 50):  # connect in steps: a listen backlog is not unbounded
+        conns += await asyncio.gather(*[_connect(host, int(port), lambda i=j: ProduceConnection(requests[i % partitions], error_at, stats))
+                                        for j in range(i, min(i + 50, connections))])
+    await asyncio.sleep(cfg.warmup)
+    cpu0, t0, server0 = time.process_time(), time.perf_counter(), cpu_seconds(pid)
+    stats["measuring"] = True
+    await asyncio.sleep(cfg.seconds)
+    stats["measuring"] = False
+    elapsed, cpu, server1 = time.perf_counter() - t0, time.process_time() - cpu0, cpu_seconds(pid)
+    for c in conns:
+        c.running = False
+    await asyncio.sleep(0.2)
+    for c in conns:
+        if c.transport is not None:
+            c.transport.close()
+    lat = sorted(stats["latencies"])
+    n = len(lat)
+
+    def pct(q: float) -> float | None:
+        return round(lat[min(n - 1, int(q * n))] * 1000, 3) if n else None
+
+    return {
+        "connections": connections, "seconds": round(elapsed, 3), "requests": n,
+        "requests_per_s": round(n / elapsed, 1),
+        "mb_per_s": round(n * cfg.batch_records * cfg.value_size / elapsed / 1e6, 2),
+        "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": round(lat[-1] * 1000, 3) if n else None,
+        "errors": stats["errors"], "client_cpu_pct": round(100 * cpu / elapsed, 1),
+        # The broker's CPU (all its threads) per answered request: what noise on a shared machine
+        # moves least, so the figure to compare builds of ours by.
+        "server_cpu_pct": round(100 * (server1 - server0) / elapsed, 1) if server0 is not None and server1 is not None else None,
+        "server_cpu_us_per_request": round(1e6 * (server1 - server0) / n, 1) if n and server0 is not None and server1 is not None else None,
+    }
+
+
+class FetchConnection(_Frames):
+    """One consumer: Fetch its partitions from 0 to the end, then from 0 again."""
+
+    def __init__(self, topic: str, partitions: list[int], stats: dict[str, Any]) -> None:
+        super().__init__()
+        self.topic = topic
+        self.offsets = dict.fromkeys(partitions, 0)
+        self.stats = stats
+        self.running = True
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.send()
+
+    def send(self) -> None:
+        assert self.transport is not None
+        self.transport.write(fetch_frame(self.topic, self.offsets, 1))
+
+    def answered(self, payload: bytes) -> None:
+        body = fetch_reader()(payload, 5)[0]
+        got = 0
+        for t in body.responses:
+            for p in t.partitions:
+                code = int(p.error_code)
+                if code:
+                    self.stats["errors"][code] = self.stats["errors"].get(code, 0) + 1
+                    continue
+                records = p.records or b""
+                nxt, size = next_offset(records, self.offsets[p.partition_index])
+                got += size
+                self.offsets[p.partition_index] = 0 if nxt >= p.high_watermark else nxt
+        if self.stats["measuring"]:
+            self.stats["bytes"] += got
+        if self.running:
+            self.send()
+
+
+async def fetch_load(bootstrap: str, topic: str, partitions: int, consumers: int, cfg: argparse.Namespace) -> dict[str, Any]:
+    host, _, port = bootstrap.rpartition(":")
+    stats: dict[str, Any] = {"measuring": False, "bytes": 0, "errors": {}}
+    conns = await asyncio.gather(*[
+        _connect(host, int(port), lambda j=j: FetchConnection(topic, [p for p in range(partitions) if p % consumers == j], stats))
+        for j in range(consumers)])
+    await asyncio.sleep(cfg.warmup)
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    stats["measuring"] = True
+    await asyncio.sleep(cfg.seconds)
+    stats["measuring"] = False
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    for c in conns:
+        c.running = False
+    await asyncio.sleep(0.6)
+    for c in conns:
+        if c.transport is not None:
+            c.transport.close()
+    return {"consumers": consumers, "seconds": round(elapsed, 3), "mb_per_s": round(stats["bytes"] / elapsed / 1e6, 2),
+            "errors": stats["errors"], "client_cpu_pct": round(100 * cpu / elapsed, 1)}
+
+
+async def fill(bootstrap: str, topic: str, partitions: int, mb: float) -> None:
+    """``mb`` MB of 100 x 1,000 B batches into the topic, spread over its partitions."""
+    host, _, port = bootstrap.rpartition(":")
+    per_request = 100 * 1000
+    total = int(mb * 1e6 / per_request)
+    requests = [produce_frame(topic, p, 100, 1000, 1) for p in range(partitions)]
+    error_at = produce_error_offset(topic)
+    left = [total]
+    done = asyncio.get_running_loop().create_future()
+    failed: list[int] = []
+
+    class Filler(ProduceConnection):
+        def answered(self, payload: bytes) -> None:
+            (code,) = _I16.unpack_from(payload, error_at)
+            if code in (3, 5, 6):  # a new topic's leader is not ready yet on Kafka: again shortly
+                asyncio.get_running_loop().call_later(0.05, self.send)
+                return
+            if code:
+                failed.append(code)
+            left[0] -= 1
+            if left[0] <= 0:
+                if not done.done():
+                    done.set_result(None)
+                return
+            self.send()
+
+    conns = [await _connect(host, int(port), lambda p=p: Filler(requests[p], error_at, {})) for p in range(partitions)]
+    await done
+    for c in conns:
+        c.transport.close()  # type: ignore[union-attr]
+    if failed:
+        raise RuntimeError(f"filling {topic}: errors {sorted(set(failed))}")
+
+
+# --------------------------------------------------------------------------- one broker
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    errs = ClientErrors()
+    admin = AdminClient({"bootstrap.servers": bootstrap, "error_cb": errs})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        md = admin.list_topics(timeout=10).topics.get(name)
+        if md is not None and md.error is None and len(md.partitions) == partitions and all(p.leader >= 0 for p in md.partitions.values()):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topic {name} has no leader after 30 s")
+        time.sleep(0.1)
+
+
+def run_loads(bootstrap: str, label: str, cfg: argparse.Namespace, pid: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"produce": [], "fetch": []}
+    for n in cfg.connections:
+        topic = f"conn{n}-{time.monotonic_ns()}"
+        create_topic(bootstrap, topic, cfg.partitions)
+        r = asyncio.run(produce_load(bootstrap, topic, cfg.partitions, n, cfg, pid))
+        log(f"{label}: produce x{n}: {r['mb_per_s']} MB/s, {r['requests_per_s']} req/s, p50 {r['p50_ms']} ms, "
+            f"p99 {r['p99_ms']} ms, errors {r['errors']}, client CPU {r['client_cpu_pct']}%, "
+            f"broker CPU {r['server_cpu_pct']}% = {r['server_cpu_us_per_request']} us/request")
+        out["produce"].append(r)
+    if cfg.consumers:
+        topic = f"fetch-{time.monotonic_ns()}"
+        create_topic(bootstrap, topic, cfg.partitions)
+        asyncio.run(fill(bootstrap, topic, cfg.partitions, cfg.fetch_mb))
+        for m in cfg.consumers:
+            r = asyncio.run(fetch_load(bootstrap, topic, cfg.partitions, m, cfg))
+            log(f"{label}: fetch x{m}: {r['mb_per_s']} MB/s, errors {r['errors']}, client CPU {r['client_cpu_pct']}%")
+            out["fetch"].append(r)
+    return out
+
+
+def bench_ours(cfg: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-conn-") as tmp:
+        server = Sidecar(Path(tmp), {"max.connections": "10000"})
+        env_before = os.environ.get("PYTHONPATH")
+        if cfg.sidecar_pythonpath:
+            os.environ["PYTHONPATH"] = cfg.sidecar_pythonpath
+        try:
+            server.start()
+        finally:
+            if cfg.sidecar_pythonpath:
+                if env_before is None:
+                    os.environ.pop("PYTHONPATH", None)
+                else:
+                    os.environ["PYTHONPATH"] = env_before
+        try:
+            return run_loads(server.bootstrap, "ours", cfg, server.pid)
+        finally:
+            server.stop()
+
+
+def bench_reference(cfg: argparse.Namespace) -> dict[str, Any] | str:
+    why = unavailable_reason()
+    if why:
+        return why
+    try:
+        with ReferenceKafka({"num.partitions": cfg.partitions}) as kafka:
+            return run_loads(kafka.bootstrap, "kafka", cfg, kafka.pid)
+    except ReferenceUnavailable as e:
+        return f"reference unavailable: {e}"
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _median(rounds: list[dict[str, Any]], kind: str, i: int, field: str) -> float | None:
+    vals = [r[kind][i][field] for r in rounds if r[kind][i][field] is not None]
+    return round(statistics.median(vals), 3) if vals else None
+
+
+def summarize(ours: list[dict[str, Any]], ref: list[dict[str, Any]], cfg: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for i, n in enumerate(cfg.connections):
+        for field, better in (("mb_per_s", "higher"), ("requests_per_s", "higher"), ("p50_ms", "lower"), ("p99_ms", "lower"),
+                              ("server_cpu_us_per_request", "lower")):
+            o = _median(ours, "produce", i, field)
+            k = _median(ref, "produce", i, field) if ref else None
+            rows.append({"load": f"produce x{n} connections", "figure": field, "ours": o, "kafka": k,
+                         "ratio": round(o / k, 3) if o is not None and k else None, "better": better})
+    for i, m in enumerate(cfg.consumers):
+        o = _median(ours, "fetch", i, "mb_per_s")
+        k = _median(ref, "fetch", i, "mb_per_s") if ref else None
+        rows.append({"load": f"fetch x{m} consumers", "figure": "mb_per_s", "ours": o, "kafka": k,
+                     "ratio": round(o / k, 3) if o is not None and k else None, "better": "higher"})
+    return rows
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    def f(v: Any) -> str:
+        return "-" if v is None else f"{v:,.2f}" if isinstance(v, float) else str(v)
+
+    print(f"{'load':<26} {'figure':<26} {'ours':>12} {'kafka':>12} {'ours/kafka':>11}  better")
+    for r in rows:
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+        print(f"{r['load']:<26} {r['figure']:<26} {f(r['ours']):>12} {f(r['kafka']):>12} {ratio:>11}  {r['better']}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    p = argparse.ArgumentParser(prog="python -m bench.connections", description=__doc__.split("\n")[0])
+    p.add_argument("--connections", type=ints, default=[1, 10, 100, 500], help="producer connection counts (default 1,10,100,500)")
+    p.add_argument("--consumers", type=ints, default=[1, 8], help="consumer counts (default 1,8; empty for none)")
+    p.add_argument("--seconds", type=float, default=5.0, help="timed seconds per point (default 5)")
+    p.add_argument("--warmup", type=float, default=1.0, help="untimed seconds before each point (default 1)")
+    p.add_argument("--partitions", type=int, default=8)
+    p.add_argument("--batch-records", type=int, default=10)
+    p.add_argument("--value-size", type=int, default=100)
+    p.add_argument("--fetch-mb", type=float, default=64.0)
+    p.add_argument("--rounds", type=int, default=1, help="ours then Kafka, this many times; medians per point")
+    p.add_argument("--no-reference", action="store_true")
+    p.add_argument("--no-ours", action="store_true")
+    p.add_argument("--sidecar-pythonpath", help="PYTHONPATH for our server (another build of ours)")
+    p.add_argument("--json", default=str(REPO / "bench" / "results" / "connections.json"))
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_args(argv)
+    ours: list[dict[str, Any]] = []
+    ref: list[dict[str, Any]] = []
+    ref_problem = None
+    started = time.time()
+    for r in range(cfg.rounds):
+        if not cfg.no_ours:
+            log(f"round {r + 1}/{cfg.rounds}: ours (load average {os.getloadavg()[0]:.1f})")
+            ours.append(bench_ours(cfg))
+        if not cfg.no_reference:
+            log(f"round {r + 1}/{cfg.rounds}: kafka (load average {os.getloadavg()[0]:.1f})")
+            got = bench_reference(cfg)
+            if isinstance(got, str):
+                ref_problem = got
+                log(got)
+            else:
+                ref.append(got)
+    rows = summarize(ours, ref, cfg) if ours else summarize(ref, [], cfg)
+    print_table(rows)
+    if ref_problem:
+        print(ref_problem)
+    result = {"started": started, "machine": machine_info(), "config": {k: v for k, v in vars(cfg).items() if k != "json"},
+              "summary": rows, "ours": ours, "kafka": ref, "reference_problem": ref_problem}
+    Path(cfg.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(cfg.json).write_text(json.dumps(result, indent=1, default=str) + "\n")
+    print(f"wrote {cfg.json}")
+    return 1 if any(x["errors"] for run in [*ours, *ref] for kind in ("produce", "fetch") for x in run[kind]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
