@@ -142,8 +142,12 @@ def test_migration_policy_disabled_refuses_the_upgrade(tmp_path: Path) -> None:
     with EmbeddedBroker({**FAST, "group.initial.rebalance.delay.ms": 0, "group.consumer.migration.policy": "DISABLED"},
                         data_dir=tmp_path) as b, Wire(b.bootstrap_servers) as w:
         w.create_topic("mig-off", partitions=1)
-        classic = KafkaConsumer("mig-off", bootstrap_servers=b.bootstrap_servers, group_id="mig-off-g", heartbeat_interval_ms=300)
+        classic = KafkaConsumer(bootstrap_servers=b.bootstrap_servers, group_id="mig-off-g", heartbeat_interval_ms=300)
         try:
+            deadline = time.monotonic() + 20
+            while not classic.partitions_for_topic("mig-off") and time.monotonic() < deadline:  # its leader assigns from its metadata
+                time.sleep(0.1)
+            classic.subscribe(["mig-off"])
             deadline = time.monotonic() + 30
             while not classic.assignment() and time.monotonic() < deadline:
                 classic.poll(timeout_ms=100)
