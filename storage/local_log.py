@@ -45,7 +45,11 @@ def open_segment(dir: Path, base: int, config: LogConfig, active: bool, on_rebui
         had_indexes = prefix + INDEX_SUFFIX in names and prefix + TIME_INDEX_SUFFIX in names
     else:
         had_indexes = (dir / (prefix + INDEX_SUFFIX)).exists() and (dir / (prefix + TIME_INDEX_SUFFIX)).exists()
-    seg = LogSegment(dir, base, config.index_interval_bytes, config.segment_index_bytes, active=active, loaded=names is not None)
+    # A new active segment's file is preallocated to segment.bytes when the topic asks for it
+    # (Kafka's initFileSize); an existing one is opened as it is.
+    preallocate = config.segment_bytes if active and config.preallocate and names is None else 0
+    seg = LogSegment(dir, base, config.index_interval_bytes, config.segment_index_bytes, active=active, loaded=names is not None,
+                     preallocate=preallocate)
     if not had_indexes and seg.size:
         log.info("rebuilding missing indexes of %s segment %d", dir.name, base)
         if on_rebuild is not None:
@@ -205,6 +209,7 @@ class LocalLog:
             seg = self.active_segment
             if seg.max_timestamp_so_far >= 0:
                 seg.time_index.maybe_append(seg.max_timestamp_so_far, seg.offset_of_max_timestamp, skip_full_check=True)
+            seg.trim_log()
             seg.offset_index.trim()
             seg.time_index.trim()
         for seg in self.segments:

@@ -342,6 +342,7 @@ class LogConfig:
         self.flush_messages: int = values["flush.messages"]
         self.flush_ms: int = values["flush.ms"]
         self.file_delete_delay_ms: int = values["file.delete.delay.ms"]
+        self.preallocate: bool = values["preallocate"]
 
     @property
     def compact(self) -> bool:

@@ -101,6 +101,7 @@ class LogSegment:
         active: bool,
         suffix: str = "",
         loaded: bool = False,
+        preallocate: int = 0,
     ) -> None:
         self.dir = dir
         self.base_offset = base_offset
@@ -110,12 +111,18 @@ class LogSegment:
         # The .log of an inactive segment is opened at its first read (most are never read
         # after a restart); the active one, where appends go, at once.
         self._fd: int | None = None
+        # ``preallocate``: the new file's length (the topic's ``preallocate``: segment.bytes),
+        # written at positions from ``size`` on and cut back to ``size`` when the segment stops
+        # being active or is closed (Kafka's FileRecords with preallocate). 0: plain appends.
+        self._preallocated = False
         try:
             self.size = os.stat(self.log_path).st_size if not active else -1
         except FileNotFoundError:
             self.size = -1
         if self.size < 0:
             self.size = os.fstat(self.fd).st_size
+            if preallocate > 0 and self.size == 0:
+                self._preallocate(preallocate)
         # ``loaded``: an existing segment opened by the log loader (its active indexes are
         # preallocated at their first write, not at load).
         self.offset_index = OffsetIndex(dir / (prefix + INDEX_SUFFIX + suffix), base_offset, max_index_size, active, preallocate_at_first_write=loaded)
@@ -143,6 +150,34 @@ class LogSegment:
                     self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
                 fd = self._fd
         return fd
+
+    def _preallocate(self, length: int) -> None:
+        """Grow the new, empty file to ``length`` (sparse, as Java's setLength) and write at
+        positions from now on (an O_APPEND descriptor would write past the zeros)."""
+        with _OPEN_LOCK:
+            fd, self._fd = self._fd, None
+            if fd is not None and fd >= 0:
+                os.close(fd)
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.ftruncate(self._fd, length)
+        self._preallocated = True
+
+    def trim_log(self) -> None:
+        """Cut a preallocated file back to its bytes (roll and clean close: Kafka's FileRecords.trim)."""
+        if self._preallocated:
+            os.ftruncate(self.fd, self.size)
+            self._preallocated = False
+
+    def _write(self, data: bytes | bytearray | memoryview, pos: int) -> None:
+        if not self._preallocated:
+            _write_all(self.fd, data)
+            return
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self.fd, view, pos)
+            if n <= 0:
+                raise OSError(28, "short write")
+            view, pos = view[n:], pos + n
 
     def release_files(self) -> None:
         """After the load, before anything is served: close what an idle segment does not need
@@ -177,12 +212,12 @@ class LogSegment:
                  self.rolling_based_timestamp, self.offset_index.entries, self.time_index.entries)
         try:
             if self._dirty_tail:
-                os.ftruncate(self.fd, base_pos)
+                self._cut(base_pos)
                 self._dirty_tail = False
             if failpoints.due("segment.append.torn"):
-                os.write(self.fd, memoryview(data)[: max(1, len(data) // 2)])
+                self._write(memoryview(data)[: max(1, len(data) // 2)], base_pos)
                 failpoints.die()
-            _write_all(self.fd, data)
+            self._write(data, base_pos)
             failpoints.hit("segment.append.before_index")
             if base_pos == 0:
                 self.rolling_based_timestamp = batches[0].max_timestamp
@@ -214,11 +249,20 @@ class LogSegment:
                     del index.keys[n:]
                     del index.values[n:]
         try:
-            os.ftruncate(self.fd, size)
+            self._cut(size)
         except OSError as e:
             # Cut again before the next write; a restart's recovery cuts it too (CRC check).
             self._dirty_tail = True
             log.warning("cannot cut the failed append off %s (%s): will retry before the next write", self.log_path, e.strerror or e)
+
+    def _cut(self, size: int) -> None:
+        """Remove the bytes from ``size`` on (a preallocated file keeps its length: zeros)."""
+        if self._preallocated:
+            length = os.fstat(self.fd).st_size
+            os.ftruncate(self.fd, size)
+            os.ftruncate(self.fd, max(length, size))
+        else:
+            os.ftruncate(self.fd, size)
 
     def should_roll(self, messages_size: int, max_timestamp: int, max_offset: int, max_segment_bytes: int, roll_ms: int, now_ms: int) -> bool:
         """Kafka's LogSegment.shouldRoll: size, time (record timestamps), full indexes, offset range."""
@@ -253,6 +297,7 @@ class LogSegment:
         except OSError as e:
             raise StorageError(f"cannot open the indexes of {self.log_path} to roll: {e.strerror or e}", e.errno) from e
         self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True)
+        self.trim_log()
         self.offset_index.trim()
         self.time_index.trim()
         # Reopened at need (a lookup reads the entries in memory; a flush reopens to fsync).

@@ -75,7 +75,8 @@ SERVER_OVERRIDES = {
 
 KEEP, RETAIN, COMPACT = "crash-keep", "crash-retain", "crash-compact"
 TOPICS: dict[str, tuple[int, dict[str, str]]] = {
-    KEEP: (2, {"retention.ms": "-1"}),
+    # preallocate: appends at positions inside a file of segment.bytes, a zero tail after each crash.
+    KEEP: (2, {"retention.ms": "-1", "preallocate": "true"}),
     RETAIN: (1, {"retention.bytes": "49152", "retention.ms": "-1"}),
     COMPACT: (1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": "8192"}),
 }
