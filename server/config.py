@@ -168,6 +168,24 @@ BROKER_CONFIGS["sasl.server.max.receive.size"] = ConfigDef("sasl.server.max.rece
 BROKER_CONFIGS["connection.failed.authentication.delay.ms"] = ConfigDef(
     "connection.failed.authentication.delay.ms", "int", 100, at_least=0)
 
+# Client quotas (server/quotas): Kafka's QuotaConfig names, types and defaults.
+BROKER_CONFIGS["quota.window.num"] = ConfigDef("quota.window.num", "int", 11, at_least=1)
+BROKER_CONFIGS["quota.window.size.seconds"] = ConfigDef("quota.window.size.seconds", "int", 1, at_least=1)
+
+
+@dataclass(frozen=True)
+class JavaClassDef(ConfigDef):
+    """A CLASS config (Kafka's ConfigDef.Type.CLASS) we know but cannot honour: no Java class can
+    be loaded here, so any value is refused with the message Kafka gives for a class it cannot
+    find, rather than started without it; unset it is Kafka's default (null)."""
+
+    def parse(self, value: Any) -> Any:
+        raise ConfigError(f"Invalid value {value} for configuration {self.name}: Class {value} could not be found.")
+
+
+# Unset, quotas are DefaultQuotaCallback's (user, client-id) precedence: server/quotas/manager.py.
+BROKER_CONFIGS["client.quota.callback.class"] = JavaClassDef("client.quota.callback.class", "class", None)
+
 # Kafka's per-listener settings: ``listener.name.<listener, lower case>.<key>`` overrides ``<key>``
 # for that listener, and ``listener.name.<listener>.<mechanism, lower case>.<key>`` for one SASL
 # mechanism on it (Kafka's ListenerName.configPrefix / saslMechanismPrefix). Only the keys

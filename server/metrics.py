@@ -16,6 +16,9 @@ Kafka's familiar figures, named the way the JMX exporter names Kafka's MBeans:
 - ``kafka_client_telemetry{client_instance_id,client_id,metric,attributes}``: the latest value of
   each metric clients pushed (KIP-714, server/telemetry/), and
   ``kafka_server_client_metrics_instance_count``
+- ``kafka_server_{produce,fetch}_byte_rate``, ``kafka_server_request_request_time`` and
+  ``kafka_server_{produce,fetch,request}_throttle_time{user,client_id}``: client quotas
+  (server/quotas/metrics.py)
 - ``kafka_sidecar_ready``, ``kafka_sidecar_info`` and the ``process_*`` figures.
 
 The hot paths only bump plain integers in dicts (per request, per partition, never per record);
@@ -45,6 +48,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from .listeners import bind_sockets, bracket
+from .quotas.metrics import ClientQuotaCollector
 from .share.metrics import ShareGroupCollector
 from .telemetry.manager import ClientTelemetryCollector
 
@@ -303,6 +307,7 @@ def make_registry(broker: Broker) -> CollectorRegistry:
     registry.register(SidecarCollector(broker))
     registry.register(ClientTelemetryCollector(broker))
     registry.register(ShareGroupCollector(broker))  # server/share/metrics.py
+    registry.register(ClientQuotaCollector(broker))  # server/quotas/metrics.py
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     return registry

@@ -48,6 +48,12 @@ NANOS_TO_PERCENTAGE = 100.0 / 1e9
 SELF_RECORDED_APIS = frozenset({0, 1, 11, 14, 78})
 
 
+# ClientQuotaManager.InactiveSensorExpirationTimeSeconds, checked as often as Kafka's
+# Metrics.ExpireSensorTask runs (every 30 s).
+INACTIVE_SENSOR_EXPIRATION_MS = 3600 * 1000
+EXPIRE_CHECK_MS = 30 * 1000
+
+
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
@@ -65,6 +71,7 @@ class ClientQuotaManager:
         self._by_tags: dict[tuple[str, str], QuotaSensor] = {}
         # (user, client-id) -> its sensor; rebuilt when quotas change.
         self._by_client: dict[tuple[str, str], QuotaSensor] = {}
+        self._next_expiry_ms = 0
 
     def update(self, overrides: dict[tuple[Any, Any], float]) -> None:
         """New bounds (after an alteration or at start): existing sensors keep their rates."""
@@ -107,14 +114,14 @@ class ClientQuotaManager:
                 q = o.get((None, DEFAULT))
         return float(2**63 - 1) if q is None else q
 
-    def sensor(self, user: str, client_id: str) -> QuotaSensor:
+    def sensor(self, user: str, client_id: str, now_ms: int = 0) -> QuotaSensor:
         key = (user, client_id)
         sensor = self._by_client.get(key)
         if sensor is None:
             tags = self.metric_tags(user, client_id)
             sensor = self._by_tags.get(tags)
             if sensor is None:
-                sensor = QuotaSensor(Rate(self.samples, self.window_ms), self.quota_limit(tags), self.max_throttle_ms)
+                sensor = QuotaSensor(Rate(self.samples, self.window_ms), self.quota_limit(tags), self.max_throttle_ms, now_ms)
                 self._by_tags[tags] = sensor
             self._by_client[key] = sensor
         return sensor
@@ -123,7 +130,22 @@ class ClientQuotaManager:
         """maybeRecordAndGetThrottleTimeMs: the throttle time in ms (0 when no quota is set)."""
         if not self.enabled:
             return 0
-        return self.sensor(user, client_id).record(value, now_ms)
+        if now_ms >= self._next_expiry_ms:
+            self.expire(now_ms)
+        return self.sensor(user, client_id, now_ms).record(value, now_ms)
+
+    def expire(self, now_ms: int) -> None:
+        """Drop the sensors that recorded nothing for an hour (Kafka's inactive sensor expiration),
+        so clients that come and go do not pile up sensors and /metrics series."""
+        self._next_expiry_ms = now_ms + EXPIRE_CHECK_MS
+        idle = {tags for tags, s in self._by_tags.items() if now_ms - s.last_record_ms >= INACTIVE_SENSOR_EXPIRATION_MS}
+        if idle:
+            gone = {id(self._by_tags.pop(tags)) for tags in idle}
+            self._by_client = {k: s for k, s in self._by_client.items() if id(s) not in gone}
+
+    def sensors(self) -> list[tuple[tuple[str, str], QuotaSensor]]:
+        """(user tag, client-id tag) and sensor of every live client sensor (for /metrics)."""
+        return list(self._by_tags.items())
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         if self.enabled:

@@ -84,6 +84,12 @@ class Rate:
             total += (self.samples - 1 - full) * self.window_ms
         return max(total, 1)
 
+    def average(self, now_ms: int) -> float:
+        """Kafka's Avg over the same samples: NaN when nothing was recorded in the window."""
+        self._purge(now_ms)
+        count = sum(s.event_count for s in self._samples)
+        return sum(s.value for s in self._samples) / count if count else math.nan
+
     def measure(self, now_ms: int) -> float:
         """The rate per second now."""
         self._purge(now_ms)
@@ -99,25 +105,33 @@ def java_round(x: float) -> int:
 class QuotaSensor:
     """A client's sensor for one quota type: the rate and its upper bound (Kafka's Quota)."""
 
-    __slots__ = ("rate", "bound", "max_throttle_ms")
+    __slots__ = ("rate", "bound", "max_throttle_ms", "throttle_time", "last_record_ms")
 
-    def __init__(self, rate: Rate, bound: float, max_throttle_ms: int | None = None) -> None:
+    def __init__(self, rate: Rate, bound: float, max_throttle_ms: int | None = None, now_ms: int = 0) -> None:
         self.rate = rate
         self.bound = bound
         # The request quota caps its throttle at one window (ClientRequestQuotaManager).
         self.max_throttle_ms = max_throttle_ms
+        # The client's throttle-time sensor (an Avg of the throttle times given, for /metrics).
+        self.throttle_time = Rate(rate.samples, rate.window_ms)
+        # When it last recorded: sensors idle for an hour are dropped (ClientQuotaManager).
+        self.last_record_ms = now_ms
 
     def record(self, value: float, now_ms: int) -> int:
         """Sensor.record(value, now, checkQuotas=true): the throttle time in ms, 0 within quota."""
         rate = self.rate
         rate.record(value, now_ms)
+        self.last_record_ms = now_ms
         measured = rate.measure(now_ms)
         if measured <= self.bound:
             return 0
         throttle = java_round((measured - self.bound) / self.bound * rate.window_size_ms(now_ms))
         if self.max_throttle_ms is not None:
             throttle = min(throttle, self.max_throttle_ms)
-        return max(throttle, 0)
+        throttle = max(throttle, 0)
+        if throttle:
+            self.throttle_time.record(throttle, now_ms)
+        return throttle
 
     def unrecord(self, value: float, now_ms: int) -> None:
         """Take back a recorded value without a quota check (a throttled fetch sends no data)."""

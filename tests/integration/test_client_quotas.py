@@ -198,3 +198,22 @@ def test_request_percentage_counts_every_api_and_throttles_metadata(server):
     # Another client id is not counted with it.
     with Wire(server.bootstrap, client_id="idle") as w:
         assert w.metadata(["m"])["throttle_time"] == 0
+
+
+def test_quota_metrics_on_the_metrics_endpoint(tmp_path: Path):
+    """/metrics shows the throttled client's request_percentage sensor with Kafka's names."""
+    from tests.integration.test_client_telemetry import MetricsSidecar
+
+    s = MetricsSidecar(tmp_path / "data", OVERRIDES)
+    try:
+        with Wire(s.bootstrap) as w:
+            assert _alter(w, [("user", None), ("client-id", "busy")], {"request_percentage": 0.01})[0]["error_code"] == 0
+        with Wire(s.bootstrap, client_id="busy") as w:
+            assert any(w.metadata(None)["throttle_time"] for _ in range(200))
+        text = s.scrape()
+        assert 'kafka_server_request_request_time{client_id="busy",user="ANONYMOUS"}' in text, text[-2000:]
+        line = next(x for x in text.splitlines() if x.startswith('kafka_server_request_throttle_time{client_id="busy"'))
+        assert 0 < float(line.split()[-1]) <= 1000
+        assert "# TYPE kafka_server_produce_byte_rate gauge" in text
+    finally:
+        s.stop()

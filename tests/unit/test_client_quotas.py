@@ -181,3 +181,78 @@ def test_alter_answers_and_stores_in_kafkas_hashmap_order(tmp_path):
     # The file keeps that order across a restart.
     store.write(store.snapshot(after))
     assert list(ClientQuotaStore.load(tmp_path).quotas) == list(after)
+
+
+# --------------------------------------------------------------------------- broker configs
+
+
+def test_quota_window_configs_are_kafkas_and_used_by_the_managers(tmp_path):
+    from kafka_sidecar.server.config import BrokerConfig, ConfigError
+
+    defaults = BrokerConfig.load(overrides={})
+    assert (defaults.get("quota.window.num"), defaults.get("quota.window.size.seconds")) == (11, 1)
+    assert defaults.get("client.quota.callback.class") is None
+    config = BrokerConfig.load(overrides={"quota.window.num": "5", "quota.window.size.seconds": "2"})
+    quotas = ClientQuotas(ClientQuotaStore.empty(tmp_path), config.get("quota.window.num"), config.get("quota.window.size.seconds"))
+    _, after = quotas.store.alter([Alteration([("client-id", "c")], [("request_percentage", 1.0)])], False, lambda h: True)
+    quotas.apply(after)
+    sensor = quotas.request.sensor("", "c")
+    assert (sensor.rate.samples, sensor.rate.window_ms, sensor.max_throttle_ms) == (5, 2000, 2000)
+    with pytest.raises(ConfigError, match=r"Invalid value 0 for configuration quota.window.num: Value must be at least 1"):
+        BrokerConfig.load(overrides={"quota.window.num": "0"})
+    # No Java class can be loaded: refused with the message Kafka gives for one it cannot find.
+    with pytest.raises(ConfigError, match=r"Class com.example.Cb could not be found."):
+        BrokerConfig.load(overrides={"client.quota.callback.class": "com.example.Cb"})
+
+
+# --------------------------------------------------------------------------- metrics and expiry
+
+
+def _request_quota(tmp_path, percentage: float) -> ClientQuotas:
+    quotas = ClientQuotas(ClientQuotaStore.empty(tmp_path))
+    _, after = quotas.store.alter([Alteration([("client-id", None)], [("request_percentage", percentage)])], False, lambda h: True)
+    quotas.apply(after)
+    return quotas
+
+
+def test_idle_sensors_expire_after_an_hour(tmp_path):
+    from kafka_sidecar.server.quotas.manager import INACTIVE_SENSOR_EXPIRATION_MS
+
+    quotas = _request_quota(tmp_path, 50.0)
+    manager = quotas.request
+    manager.record("", "a", 1.0, 1_000)
+    manager.record("", "b", 1.0, 1_000)
+    assert [tags for tags, _ in manager.sensors()] == [("", "a"), ("", "b")]
+    # "b" keeps recording; "a" is idle for the hour and goes, at the next 30 s check.
+    manager.record("", "b", 1.0, 1_000 + INACTIVE_SENSOR_EXPIRATION_MS - 1)
+    manager.record("", "b", 1.0, 1_000 + INACTIVE_SENSOR_EXPIRATION_MS + 30_000)
+    assert [tags for tags, _ in manager.sensors()] == [("", "b")]
+    # A client that comes back gets a fresh sensor.
+    assert manager.record("", "a", 1.0, 1_000 + INACTIVE_SENSOR_EXPIRATION_MS + 31_000) == 0
+    assert [tags for tags, _ in manager.sensors()] == [("", "b"), ("", "a")]
+
+
+def test_quota_metrics_are_kafkas_names_per_entity(tmp_path):
+    from kafka_sidecar.server.quotas.manager import _now_ms
+    from kafka_sidecar.server.quotas.metrics import ClientQuotaCollector
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    class Broker:  # what the collector reads of a broker
+        def __init__(self, client_quotas: ClientQuotas) -> None:
+            self.client_quotas = client_quotas
+
+    broker = Broker(_request_quota(tmp_path, 1.0))
+    now = _now_ms()
+    # 20 % over 10 s (the window's minimum span) is 2 % of a handler: over 1 %, throttled.
+    throttle = broker.client_quotas.request.record("alice", "app", 20.0, now)
+    assert throttle > 0
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ClientQuotaCollector(broker))
+    text = generate_latest(registry).decode()
+    # A default client-id quota: the sensor's tags are the client id alone (DefaultQuotaCallback).
+    assert 'kafka_server_request_request_time{client_id="app",user=""} 2.0' in text
+    # (2 - 1) / 1 * 10 s, capped at one window for the request quota.
+    assert throttle == 1000
+    assert 'kafka_server_request_throttle_time{client_id="app",user=""} 1000.0' in text
+    # No produce or fetch quota: no sensors, the families are empty.
+    assert "kafka_server_produce_byte_rate{" not in text and "# TYPE kafka_server_fetch_byte_rate gauge" in text
