@@ -442,53 +442,8 @@ class LogSegment:
     # ---- load-time checks (Kafka's sanityCheck, and a bit more) --------------------
 
     def index_problem(self, full: bool = False) -> str | None:
-        """Why this segment's indexes cannot be trusted, or None.
-
-        Cheap: the entries are already in memory; reads at most the batches from
-        the last offset index entry on. Checks what a damaged or torn index shows:
-        a file that is not whole entries, entries out of order, positions outside
-        the log, and that the last entry of each index names a real batch
-        (offset index: the batch at its position has that last offset; time index:
-        the batch with that last offset has that max timestamp). ``full`` checks
-        every entry that way (one or a few header reads per entry).
-        """
-        oi, ti = self.offset_index, self.time_index
-        for name, index in (("offset index", oi), ("time index", ti)):
-            problem = index.load_problem or (index.padding_problem() if index.padded else None)
-            if problem:
-                return f"{name} {index.path.name}: {problem}"
-        prev = 0
-        for off, pos in zip(oi.keys, oi.values, strict=True):
-            if pos <= prev or pos >= self.size or not 0 < off - self.base_offset <= 2**31 - 1:
-                return f"offset index {oi.path.name}: entry ({off}, {pos}) is outside the log or out of order"
-            prev = pos
-        for i in range(len(oi.keys) if full else min(1, len(oi.keys))):
-            off, pos = oi.keys[-1 - i], oi.values[-1 - i]
-            raw = os.pread(self.fd, BATCH_HEADER_SIZE, pos)
-            h = read_header(raw) if len(raw) == BATCH_HEADER_SIZE else None
-            if h is None or h.magic != 2 or h.last_offset != off:
-                return f"offset index {oi.path.name}: entry ({off}, {pos}) does not point at its batch"
-        prev_off = self.base_offset
-        for off in ti.values:
-            if off < prev_off or off - self.base_offset > 2**31 - 1:
-                return f"time index {ti.path.name}: entry offset {off} is out of order"
-            prev_off = off
-        for i in range(len(ti.keys) if full else min(1, len(ti.keys))):
-            ts, off = ti.keys[-1 - i], ti.values[-1 - i]
-            found = self.translate_offset(off, oi.lookup(off)[1])
-            if found is None or found[1].last_offset != off or found[1].max_timestamp != ts:
-                return f"time index {ti.path.name}: entry ({ts}, {off}) does not match a batch"
-        if not self.active and self.size and (not oi.keys or not ti.keys):
-            # An inactive segment's indexes were completed when it was rolled: an empty one
-            # that should have entries was emptied.
-            since = 0
-            for _, h in self.iter_batches(0):
-                if not oi.keys and since > self.index_interval_bytes:
-                    return f"offset index {oi.path.name} is empty"
-                if not ti.keys and h.max_timestamp >= 0:
-                    return f"time index {ti.path.name} is empty"
-                since += h.size
-        return None
+        """Why this segment's indexes cannot be trusted, or None (``segment_index_problem``)."""
+        return segment_index_problem(self, full)
 
     def tail_problem(self) -> str | None:
         """Whether the batches after the last offset index entry are whole and intact."""
@@ -654,4 +609,54 @@ def segment_tail_problem(seg: LogSegment) -> str | None:
         prev_last = h.last_offset
         first = False
         pos += h.size
+    return None
+
+
+def segment_index_problem(seg: LogSegment, full: bool = False) -> str | None:
+    """Why a segment's indexes cannot be trusted, or None.
+
+    Cheap: the entries are already in memory; reads at most the batches from
+    the last offset index entry on. Checks what a damaged or torn index shows:
+    a file that is not whole entries, entries out of order, positions outside
+    the log, and that the last entry of each index names a real batch
+    (offset index: the batch at its position has that last offset; time index:
+    the batch with that last offset has that max timestamp). ``full`` checks
+    every entry that way (one or a few header reads per entry).
+    """
+    oi, ti = seg.offset_index, seg.time_index
+    for name, index in (("offset index", oi), ("time index", ti)):
+        problem = index.load_problem or (index.padding_problem() if index.padded else None)
+        if problem:
+            return f"{name} {index.path.name}: {problem}"
+    prev = 0
+    for off, pos in zip(oi.keys, oi.values, strict=True):
+        if pos <= prev or pos >= seg.size or not 0 < off - seg.base_offset <= 2**31 - 1:
+            return f"offset index {oi.path.name}: entry ({off}, {pos}) is outside the log or out of order"
+        prev = pos
+    for i in range(len(oi.keys) if full else min(1, len(oi.keys))):
+        off, pos = oi.keys[-1 - i], oi.values[-1 - i]
+        raw = os.pread(seg.fd, BATCH_HEADER_SIZE, pos)
+        h = read_header(raw) if len(raw) == BATCH_HEADER_SIZE else None
+        if h is None or h.magic != 2 or h.last_offset != off:
+            return f"offset index {oi.path.name}: entry ({off}, {pos}) does not point at its batch"
+    prev_off = seg.base_offset
+    for off in ti.values:
+        if off < prev_off or off - seg.base_offset > 2**31 - 1:
+            return f"time index {ti.path.name}: entry offset {off} is out of order"
+        prev_off = off
+    for i in range(len(ti.keys) if full else min(1, len(ti.keys))):
+        ts, off = ti.keys[-1 - i], ti.values[-1 - i]
+        found = seg.translate_offset(off, oi.lookup(off)[1])
+        if found is None or found[1].last_offset != off or found[1].max_timestamp != ts:
+            return f"time index {ti.path.name}: entry ({ts}, {off}) does not match a batch"
+    if not seg.active and seg.size and (not oi.keys or not ti.keys):
+        # An inactive segment's indexes were completed when it was rolled: an empty one
+        # that should have entries was emptied.
+        since = 0
+        for _, h in seg.iter_batches(0):
+            if not oi.keys and since > seg.index_interval_bytes:
+                return f"offset index {oi.path.name} is empty"
+            if not ti.keys and h.max_timestamp >= 0:
+                return f"time index {ti.path.name} is empty"
+            since += h.size
     return None
