@@ -13,11 +13,12 @@ from __future__ import annotations
 import ipaddress
 import json
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from kafka_sidecar.storage import checkpoint
 
 from .hashmap import entity_hash, hashmap_order, string_hash
 
@@ -303,17 +304,5 @@ class ClientQuotaStore:
         return (json.dumps(doc, indent=1) + "\n").encode()
 
     def write(self, content: bytes) -> None:
-        """tmp + fsync + rename + fsync of the directory."""
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, content)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        """tmp + fsync + rename + fsync of the directory (the checkpoints' one way of writing)."""
+        checkpoint.atomic_write(self.path, content)
