@@ -49,10 +49,10 @@ from .consumer_records import (
     group_metadata_value,
     member_metadata_value,
     regex_key,
-    regex_value,
     target_assignment_member_value,
     target_assignment_metadata_value,
 )
+from .consumer_regex import RegexTopics, resolve_regexes
 from .messages import RequestContext, Response
 from .store import GroupStore, Record, append_error_to_response_error
 from .timer import Timer
@@ -72,8 +72,8 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 # topic name -> (topic id, partition count), or None when the topic does not exist
 TopicLookup = Callable[[str], "tuple[uuid.UUID, int] | None"]
-# RE2J regex -> the topic names it matches; raises ValueError for a regex RE2J refuses
-RegexTopics = Callable[[str], "set[str]"]
+# (group id, group config name) -> the group's effective value (server/group_configs.py group_config)
+GroupConfigLookup = Callable[[str, str], int]
 
 
 class HeartbeatError(Exception):
@@ -133,7 +133,8 @@ class ConsumerGroupManager:
     """Consumer groups (KIP-848): the heartbeat state machine, timers, replay."""
 
     def __init__(self, store: GroupStore, writer: GroupRecordWriter, timer: Timer, config: ConsumerGroupConfig,
-                 topic_lookup: TopicLookup, regex_topics: RegexTopics | None = None) -> None:
+                 topic_lookup: TopicLookup, regex_topics: RegexTopics | None = None,
+                 group_config: GroupConfigLookup | None = None) -> None:
         self.store = store
         self.writer = writer
         self.timer = timer
@@ -141,8 +142,27 @@ class ConsumerGroupManager:
         self.topic_lookup = topic_lookup
         self.regex_topics: RegexTopics = regex_topics or (lambda _pattern: set())
         self.groups: dict[str, ConsumerGroup] = {}
+        # the groups' dynamic configs (kafka-configs.sh --entity-type groups); None: the broker's
+        self.group_config = group_config
         # KIP-848's online migration (migration.py): set by the coordinator
         self.migration: Migration | None = None
+
+    # ---- the group's configs (Kafka's consumerGroupSessionTimeoutMs(groupId) and siblings) ------
+
+    def session_timeout_ms(self, gid: str) -> int:
+        """consumer.session.timeout.ms of the group, else group.consumer.session.timeout.ms."""
+        return self._group_config(gid, "consumer.session.timeout.ms", self.config.session_timeout_ms)
+
+    def heartbeat_interval_ms(self, gid: str) -> int:
+        """consumer.heartbeat.interval.ms of the group, else group.consumer.heartbeat.interval.ms."""
+        return self._group_config(gid, "consumer.heartbeat.interval.ms", self.config.heartbeat_interval_ms)
+
+    def assignment_interval_ms(self, gid: str) -> int:
+        """consumer.assignment.interval.ms of the group, else group.consumer.assignment.interval.ms."""
+        return self._group_config(gid, "consumer.assignment.interval.ms", self.config.assignment_interval_ms)
+
+    def _group_config(self, gid: str, name: str, default: int) -> int:
+        return default if self.group_config is None else int(self.group_config(gid, name))
 
     # ---- replay (the only way state changes) --------------------------------------------------
 
@@ -340,7 +360,7 @@ class ConsumerGroupManager:
         assignment_epoch = group.assignment_epoch if group else INITIAL_GROUP_EPOCH
         members = dict(group.members) if group else {}
         members[updated.member_id] = updated
-        resolved = self._resolve_regexes(gid, group, members, req.topic_authorized, records)
+        resolved = resolve_regexes(gid, group, members, self.regex_topics, req.topic_authorized, records)
         metadata = self._subscribed_metadata(self._group_topics(members, resolved))
         if group is None or metadata != group.subscribed_metadata:
             bump = True
@@ -389,40 +409,18 @@ class ConsumerGroupManager:
         send = req.member_epoch == 0 or full or final.assigned != member.assigned
         return {
             "error_code": errors.NONE, "error_message": None, "member_id": final.member_id, "member_epoch": final.member_epoch,
-            "heartbeat_interval": self.config.heartbeat_interval_ms,
+            "heartbeat_interval": self.heartbeat_interval_ms(gid),
             "assignment": {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(final.assigned.items(), key=lambda i: str(i[0]))]} if send else None,
         }
 
     def _group_topics(self, members: dict[str, ConsumerGroupMember], resolved: dict[str, ResolvedRegularExpression]) -> set[str]:
         return {t for m in members.values() for t in _topics_of(m, resolved)}
 
-    def _resolve_regexes(self, gid: str, group: ConsumerGroup | None, members: dict[str, ConsumerGroupMember],
-                         authorized: Callable[[str], bool] | None, records: list[Record]) -> dict[str, ResolvedRegularExpression]:
-        """The group's regexes resolved against the topics now, keeping only those the heartbeating
-        member may DESCRIBE (Kafka resolves with the request's context); a changed resolution is a
-        ConsumerGroupRegularExpression record, a regex no member uses any more its tombstone."""
-        old = group.resolved_regexes if group else {}
-        wanted = {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}
-        out: dict[str, ResolvedRegularExpression] = {}
-        for regex in sorted(wanted):
-            try:
-                topics = frozenset(t for t in self.regex_topics(regex) if authorized is None or authorized(t))
-            except ValueError:
-                topics = frozenset()
-            prev = old.get(regex)
-            if prev is not None and prev.topics == topics:
-                out[regex] = prev
-                continue
-            out[regex] = ResolvedRegularExpression(topics, prev.version + 1 if prev else 1, int(time.time() * 1000))
-            records.append((regex_key(gid, regex), regex_value(out[regex])))
-        records.extend((regex_key(gid, regex), None) for regex in sorted(old.keys() - wanted))
-        return out
-
     def _assignment_wait_ms(self, group: ConsumerGroup | None) -> int:
         """How long until the group may have its next target assignment (0: now)."""
         if group is None or not group.last_assignment_ms:
             return 0
-        return group.last_assignment_ms + self.config.assignment_interval_ms - _monotonic_ms()
+        return group.last_assignment_ms + self.assignment_interval_ms(group.group_id) - _monotonic_ms()
 
     def _deferred_assignment(self, gid: str) -> None:
         """The target assignment a heartbeat deferred (Kafka's batched assignment), written as its records."""
@@ -514,10 +512,10 @@ class ConsumerGroupManager:
         return append_error_to_response_error(error) if error else errors.NONE
 
     def schedule_session(self, gid: str, member_id: str) -> None:
-        """(Re)start the member's session: group.consumer.session.timeout.ms, or a classic member's own."""
+        """(Re)start the member's session: the group's consumer.session.timeout.ms, or a classic member's own."""
         group = self.groups.get(gid)
         member = group.members.get(member_id) if group else None
-        timeout = member.classic.session_timeout_ms if member is not None and member.classic is not None else self.config.session_timeout_ms
+        timeout = member.classic.session_timeout_ms if member is not None and member.classic is not None else self.session_timeout_ms(gid)
         self.timer.schedule(_session_key(gid, member_id), timeout, lambda: self.fence_member(gid, member_id, "its session timed out"))
 
     def cancel_member_timers(self, gid: str, member_id: str) -> None:

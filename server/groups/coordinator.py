@@ -42,6 +42,7 @@ from kafka_sidecar.protocol import errors
 from kafka_sidecar.storage.log_config import validate_topic_configs
 
 from ..apis.re2j import compile_re2j
+from ..group_configs import group_config
 from .assignors import ASSIGNORS
 from .classic_members import ClassicMembers
 from .consumer_manager import (
@@ -134,6 +135,7 @@ class GroupCoordinator:
                 cfg.get("group.consumer.assignment.interval.ms"),
             ),
             self._topic_lookup, self._regex_topics,
+            lambda g, k: group_config(self.broker, g, k),
         )
         self._regexes: dict[str, re.Pattern[str]] = {}
         self._topic_lock: asyncio.Lock | None = None
