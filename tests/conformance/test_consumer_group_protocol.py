@@ -395,3 +395,71 @@ def test_online_migration(conform):
     if obs["tool_state"] is not None:
         assert obs["tool_state"][1] == ["g", "uniform", "Stable", "2"]  # a consumer group of two members
         assert obs["tool_members"][1] == ["2", "2"]
+
+
+# --------------------------------------------------------------------------- group configs of a consumer group
+
+
+def _configs_tool(ctx: Ctx, group: str, *args: str) -> list[str] | None:
+    """Kafka 4.3.1's kafka-configs.sh --entity-type groups output (None without Java or the tool)."""
+    from tests.support import kafka_bin, kafka_tool_missing
+
+    if kafka_tool_missing("kafka-configs.sh"):
+        return None
+    run = subprocess.run([str(kafka_bin("kafka-configs.sh")), "--bootstrap-server", ctx.bootstrap, "--entity-type", "groups",
+                          "--entity-name", group, *args], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"})
+    lines = run.stdout.splitlines() + [e for e in run.stderr.splitlines() if e.startswith("Caused by")]
+    return [" ".join(ctx.names.get(w, w) for w in line.split()) for line in lines if line.strip()]
+
+
+def scenario_consumer_group_configs(ctx: Ctx) -> dict[str, Any]:
+    """kafka-configs.sh sets a consumer group's consumer.heartbeat.interval.ms: the next raw
+    ConsumerGroupHeartbeat answers it; values outside the broker's bounds are refused; deleting it
+    brings the broker's group.consumer.heartbeat.interval.ms back."""
+    w = ctx.wire()
+    t, group = ctx.topic("t"), ctx.group("g")
+    w.create_topic(t, partitions=1)
+    obs: dict[str, Any] = {}
+    member, epoch = str(uuid.uuid4()), 0
+
+    def hb(join: bool = False) -> dict[str, Any]:
+        nonlocal epoch
+        r = w.call(HEARTBEAT, 1, {
+            "group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": None, "rack_id": None,
+            "rebalance_timeout": 30_000 if join else -1, "subscribed_topic_names": [t] if join else None,
+            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": [] if join else None,
+        })
+        if r["error_code"] == 0:
+            epoch = r["member_epoch"]
+        return {"error": r["error_code"], "interval": r["heartbeat_interval"]}
+
+    deadline = time.monotonic() + 30
+    while True:  # FindCoordinator makes a fresh Kafka create __consumer_offsets
+        fc = w.call(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"][0]
+        if fc["error_code"] not in (14, 15) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    while (first := hb(join=True))["error"] in (14, 15, 16) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the group's partition still loading
+    obs["joined"] = first
+    obs["set"] = _configs_tool(ctx, group, "--alter", "--add-config", "consumer.heartbeat.interval.ms=7000")
+    obs["after_set"] = hb()
+    obs["below_min"] = _configs_tool(ctx, group, "--alter", "--add-config", "consumer.heartbeat.interval.ms=4000")
+    obs["above_session"] = _configs_tool(ctx, group, "--alter", "--add-config", "consumer.heartbeat.interval.ms=15000")
+    obs["set_both"] = _configs_tool(ctx, group, "--alter", "--add-config", "consumer.session.timeout.ms=50000,consumer.heartbeat.interval.ms=12000")
+    obs["after_set_both"] = hb()
+    obs["described"] = _configs_tool(ctx, group, "--describe")
+    obs["deleted"] = _configs_tool(ctx, group, "--alter", "--delete-config", "consumer.heartbeat.interval.ms")
+    obs["after_delete"] = hb()
+    r = w.call(HEARTBEAT, 1, {"group_id": group, "member_id": member, "member_epoch": -1, "topic_partitions": None})
+    obs["left"] = {"error": r["error_code"], "interval": r["heartbeat_interval"]}
+    return obs
+
+
+def test_consumer_group_configs(conform):
+    obs = conform(scenario_consumer_group_configs)
+    assert obs["joined"] == {"error": 0, "interval": 5000}
+    assert obs["after_set"] == {"error": 0, "interval": 7000}
+    assert obs["after_set_both"] == {"error": 0, "interval": 12000}
+    assert obs["after_delete"] == {"error": 0, "interval": 5000}
