@@ -19,6 +19,7 @@ from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import ms
 
+from ..features import share_groups_enabled
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import GROUP_AUTHORIZATION_FAILED
 from ..share import offsets as share_offsets
@@ -42,6 +43,17 @@ def _coordinator(broker: Broker) -> ShareCoordinator:
     return broker.share_coordinator
 
 
+# While share.version is 0 (kafka-features.sh downgrade --feature share.version=0) Kafka 4.3 keeps
+# the share APIs in ApiVersions and answers each UNSUPPORTED_VERSION (KafkaApis'
+# isShareGroupProtocolEnabled check, made before authorization).
+UNSUPPORTED_VERSION = 35
+_UNSUPPORTED_MESSAGE = "The version of API is not supported."
+
+
+def _share_disabled(broker: Broker) -> bool:
+    return not share_groups_enabled(broker)
+
+
 def _may_read_group(broker: Broker, conn: Connection, header: RequestHeader, group_id: str) -> bool:
     return broker.authorizer.authorize(conn, header, AclOperation.READ, ResourceType.GROUP, group_id)
 
@@ -50,16 +62,24 @@ def _may_read_group(broker: Broker, conn: Connection, header: RequestHeader, gro
 
 
 async def handle_share_group_heartbeat(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    if _share_disabled(broker):
+        return {"throttle_time": 0, "error_code": UNSUPPORTED_VERSION, "error_message": None, "member_epoch": 0,
+                "heartbeat_interval": 0}
     if not _may_read_group(broker, conn, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "member_epoch": 0, "heartbeat_interval": 0}
     topics = request.subscribed_topic_names
     await _coordinator(broker).persister.ensure_topic()
+    await broker.group_coordinator.ensure_offsets_topic()  # the group's records (server/share/group_records.py)
     return _coordinator(broker).heartbeat(
         request.group_id, request.member_id, request.member_epoch, request.rack_id,
         None if topics is None else list(topics), header.client_id or "", _client_host(conn))
 
 
 async def handle_share_group_describe(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    if _share_disabled(broker):
+        return {"throttle_time": 0, "groups": [
+            {"error_code": UNSUPPORTED_VERSION, "error_message": None, "group_id": group_id, "group_state": "",
+             "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": []} for group_id in request.group_ids]}
     groups = []
     for group_id in request.group_ids:
         if not broker.authorizer.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
@@ -191,6 +211,8 @@ async def _check_share_request(broker: Broker, conn: Connection, header: Request
                                group_id: str | None, member_id: str | None) -> dict[str, Any] | None:
     """What ShareFetch and ShareAcknowledge check first: the ids given, READ on the group, then
     the share-state topic ready. The error answer, or None to go on."""
+    if _share_disabled(broker):
+        return _session_error(UNSUPPORTED_VERSION)
     if not group_id or not member_id:
         return _session_error(errors.INVALID_REQUEST)
     if not _may_read_group(broker, conn, header, group_id):
@@ -275,6 +297,9 @@ async def handle_share_acknowledge(broker: Broker, conn: Connection, header: Req
 
 
 async def handle_describe_share_group_offsets(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    if _share_disabled(broker):
+        return {"throttle_time": 0, "groups": [{"group_id": g.group_id, "topics": [], "error_code": UNSUPPORTED_VERSION,
+                                                "error_message": None} for g in request.groups]}
     groups = []
     for g in request.groups:
         if not broker.authorizer.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
@@ -285,15 +310,24 @@ async def handle_describe_share_group_offsets(broker: Broker, conn: Connection, 
     return {"throttle_time": 0, "groups": groups}
 
 
+def _offsets_unsupported() -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": UNSUPPORTED_VERSION, "error_message": _UNSUPPORTED_MESSAGE, "responses": []}
+
+
 async def handle_alter_share_group_offsets(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    if _share_disabled(broker):
+        return _offsets_unsupported()
     if not _may_read_group(broker, conn, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "responses": []}
     topics = [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions]) for t in request.topics]
     await _coordinator(broker).persister.ensure_topic()
+    await broker.group_coordinator.ensure_offsets_topic()
     return share_offsets.alter_offsets(_coordinator(broker), request.group_id, topics)
 
 
 async def handle_delete_share_group_offsets(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    if _share_disabled(broker):
+        return _offsets_unsupported()
     if not broker.authorizer.authorize(conn, header, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "responses": []}
     return share_offsets.delete_offsets(_coordinator(broker), request.group_id, [t.topic_name for t in request.topics])

@@ -3,10 +3,12 @@ read in log order and each record or transaction marker is handed to the coordin
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from kafka_sidecar.storage.log_manager import LogManager, TopicInfo
 
+from ..share.group_records import is_share_group_record
 from ..transactions.records import COMMIT_MARKER, replay_log
 from .records import OFFSETS_TOPIC
 
@@ -25,6 +27,7 @@ def load_offsets_topic(log_manager: LogManager, info: TopicInfo, target: ReplayT
     """Read every partition of the offsets topic and replay its records (storage thread, before
     serving). Returns the number of records replayed."""
     count = 0
+    share_replay = _share_replay(target)
     for p in range(info.partitions):
         lg = log_manager.get_log(OFFSETS_TOPIC, p)
         if lg is None:
@@ -37,7 +40,9 @@ def load_offsets_topic(log_manager: LogManager, info: TopicInfo, target: ReplayT
                 return False
             if key is None:
                 return False
-            if producer_id != -1:
+            if share_replay is not None and is_share_group_record(key):
+                share_replay(key, value)  # share groups' records (server/share/group_records.py)
+            elif producer_id != -1:
                 target.replay_transactional(producer_id, key, value, record_offset)
             else:
                 target.replay(key, value, record_offset)
@@ -45,3 +50,9 @@ def load_offsets_topic(log_manager: LogManager, info: TopicInfo, target: ReplayT
 
         count += replay_log(lg, apply)
     return count
+
+
+def _share_replay(target: Any) -> Callable[[bytes, bytes | None], None] | None:
+    """The share coordinator's replay of share group records, if the target's broker has one."""
+    share = getattr(getattr(target, "broker", None), "share_coordinator", None)
+    return getattr(share, "replay_group_record", None)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..group_configs import group_config_manager
 from .group import SIMPLE_ASSIGNOR, ShareGroup, ShareGroupMember
+from .group_persistence import ShareGroupPersistence
 from .metrics import ShareGroupStats
 from .partition import AcquiredRecords, SharePartition
 from .persister import ShareStatePersister, share_config
@@ -62,6 +63,8 @@ class ShareCoordinator:
         self.stats = ShareGroupStats()  # counters for /metrics (server/share/metrics.py)
         # Durable share-partition state in __share_group_state (server/share/persister.py).
         self.persister = ShareStatePersister(broker)
+        # The groups' metadata in __consumer_offsets (server/share/group_persistence.py).
+        self.group_records = ShareGroupPersistence(self)
 
     async def start(self) -> None:
         """Replay ``__share_group_state``: every share-partition comes back with its start offset,
@@ -74,6 +77,18 @@ class ShareCoordinator:
             self.groups.setdefault(key[0], ShareGroup(key[0]))
         if states:
             log.info("replayed the state of %d share-partitions from __share_group_state", len(states))
+        # Share-partitions __consumer_offsets says are initialized but with no state written yet.
+        for group_id, parts in self.group_records.replayed_partitions().items():
+            for topic_id, p in parts:
+                if (group_id, topic_id, p) not in self.share_partitions:
+                    self.share_partitions[(group_id, topic_id, p)] = self._new_partition(group_id, UNINITIALIZED_START_OFFSET)
+        for group in self.groups.values():
+            group.subscription_metadata = self._subscription_metadata(group)
+        self.group_records.on_loaded()
+
+    def replay_group_record(self, key_bytes: bytes, value: bytes | None) -> None:
+        """A share group record of __consumer_offsets (the loader's, at start-up)."""
+        self.group_records.replay(key_bytes, value)
 
     def _new_partition(self, group_id: str, start_offset: int) -> SharePartition:
         sp = SharePartition(start_offset)
@@ -115,6 +130,16 @@ class ShareCoordinator:
 
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
                   subscribed_topic_names: list[str] | None, client_id: str, client_host: str) -> dict[str, Any]:
+        """A heartbeat (``_heartbeat``), then what it changed written to __consumer_offsets."""
+        try:
+            return self._heartbeat(group_id, member_id, member_epoch, rack_id, subscribed_topic_names, client_id, client_host)
+        finally:
+            group = self.groups.get(group_id)
+            if group is not None:
+                self.group_records.sync(group)
+
+    def _heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+                   subscribed_topic_names: list[str] | None, client_id: str, client_host: str) -> dict[str, Any]:
         """Kafka's GroupMetadataManager.shareGroupHeartbeat: join (epoch 0), leave (-1) or
         heartbeat at the member's epoch; the answer carries the assignment when it changed."""
         def error(code: int, message: str | None = None) -> dict[str, Any]:
@@ -214,6 +239,7 @@ class ShareCoordinator:
         # The group epoch moves; the remaining members get the new target assignment at their
         # next heartbeat (Kafka computes it there).
         group.group_epoch += 1
+        self.group_records.sync(group)
 
     # ---- share-partitions ------------------------------------------------------------------
 
@@ -230,6 +256,8 @@ class ShareCoordinator:
                 return None
             sp = self.share_partitions[key] = self._new_partition(group_id, UNINITIALIZED_START_OFFSET)
             self.persister.write(key, sp, snapshot=True)  # Kafka's InitializeShareGroupState
+            if group_id in self.groups:
+                self.group_records.sync(self.groups[group_id])
         self._apply_group_configs(group_id, sp)
         if not sp.initialized and lg is not None:
             sp.initialize(self._reset_offset(group_id, lg))
@@ -249,16 +277,19 @@ class ShareCoordinator:
 
     def reset_share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> None:
         """AlterShareGroupOffsets: the share-partition starts at ``start_offset`` with nothing in flight."""
-        self.groups.setdefault(group_id, ShareGroup(group_id))
+        group = self.groups.setdefault(group_id, ShareGroup(group_id))
         key = (group_id, topic_id, partition)
         sp = self.share_partitions[key] = self._new_partition(group_id, start_offset)
         self.persister.write(key, sp, snapshot=True)
+        self.group_records.sync(group)
 
     def delete_share_partitions(self, group_id: str, topic_id: uuid.UUID | None = None) -> None:
         """DeleteShareGroupOffsets (one topic) or DeleteGroups (every topic): the state goes."""
         for key in [k for k in self.share_partitions if k[0] == group_id and (topic_id is None or k[1] == topic_id)]:
             del self.share_partitions[key]
             self.persister.delete(key)
+        if topic_id is not None and group_id in self.groups:
+            self.group_records.sync(self.groups[group_id])
 
     # ---- ListGroups, DeleteGroups (through the group coordinator's facade) --------------------
 
@@ -289,6 +320,7 @@ class ShareCoordinator:
             return NON_EMPTY_GROUP
         self.delete_share_partitions(group_id)
         del self.groups[group_id]
+        self.group_records.deleted(group_id)
         return NONE
 
     def expire_locks(self, now_ms: int | None = None) -> None:

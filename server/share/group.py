@@ -31,6 +31,8 @@ class ShareGroupMember:
     # The member's share of the group's target assignment; it becomes ``assignment`` (and the
     # member epoch the assignment epoch) at the member's next heartbeat.
     target_assignment: TopicPartitions = field(default_factory=dict)
+    # The epoch before the last bump (ShareGroupCurrentMemberAssignment's previousMemberEpoch).
+    previous_member_epoch: int = 0
 
 
 def simple_assign(members: list[str], partitions: list[tuple[uuid.UUID, int]]) -> dict[str, TopicPartitions]:
@@ -101,6 +103,7 @@ class ShareGroup:
         epoch moved, so the heartbeat answer carries the assignment."""
         if member.member_epoch == self.assignment_epoch:
             return False
+        member.previous_member_epoch = member.member_epoch
         member.member_epoch = self.assignment_epoch
         member.assignment = member.target_assignment
         return True

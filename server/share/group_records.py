@@ -1,0 +1,275 @@
+"""Share groups' metadata in ``__consumer_offsets``, in Kafka 4.3's record formats (the group
+coordinator's share group record types), so a restart keeps a group's epochs, members and
+assignments and which share-partitions are initialized.
+
+A key is its record type as an int16, then its fields (not flexible). A value is its version (0)
+as an int16, then its fields in the flexible encoding. A null value is a tombstone.
+
+=====  ====================================  =================================================
+type   key                                   value (version 0)
+=====  ====================================  =================================================
+10     ShareGroupMemberMetadata: group,      rackId (nullable), clientId, clientHost,
+       member                                subscribedTopicNames
+11     ShareGroupMetadata: group             epoch int32, metadataHash int64
+12     ShareGroupTargetAssignmentMetadata    assignmentEpoch int32 (+ tag 0 assignmentTimestamp)
+13     ShareGroupTargetAssignmentMember      topicPartitions [topicId, partitions]
+14     ShareGroupCurrentMemberAssignment     memberEpoch, previousMemberEpoch, state int8,
+                                             assignedPartitions [topicId, partitions]
+15     ShareGroupStatePartitionMetadata      initializingTopics, initializedTopics
+                                             [topicId, topicName, partitions], deletingTopics
+                                             [topicId, topicName]
+=====  ====================================  =================================================
+
+The coordinator's state is written as the difference between what it is and what was last
+written (``GroupView``), in the order Kafka's shareGroupHeartbeat writes it: a removed member's
+tombstones, member metadata, the group epoch, target assignment, current assignments, then the
+initialized share-partitions. metadataHash is written 0 (as the consumer group records here).
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass, field
+
+from kafka_sidecar.protocol.records import encode_uvarint as _uvarint
+
+from ..groups.records import RecordFormatError, _Reader
+
+SHARE_GROUP_MEMBER_METADATA = 10
+SHARE_GROUP_METADATA = 11
+SHARE_GROUP_TARGET_ASSIGNMENT_METADATA = 12
+SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = 13
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
+SHARE_GROUP_STATE_PARTITION_METADATA = 15
+SHARE_GROUP_RECORD_TYPES = frozenset(range(10, 16))
+_WITH_MEMBER = frozenset({SHARE_GROUP_MEMBER_METADATA, SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT})
+# Kafka's MemberState.STABLE: a share group member is always stable (no revocation).
+STABLE_STATE = 0
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_VERSION0 = _I16.pack(0)
+
+Record = tuple[bytes, bytes | None]
+# topic id -> sorted partitions, as the records carry them
+Assignment = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+
+
+def is_share_group_record(key: bytes) -> bool:
+    return len(key) >= 2 and _I16.unpack_from(key)[0] in SHARE_GROUP_RECORD_TYPES
+
+
+# ---- keys ------------------------------------------------------------------------------------
+
+
+def _string(s: str) -> bytes:
+    b = s.encode("utf-8")
+    return _I16.pack(len(b)) + b
+
+
+def share_key(record_type: int, group: str, member: str | None = None) -> bytes:
+    out = _I16.pack(record_type) + _string(group)
+    if record_type in _WITH_MEMBER:
+        out += _string(member or "")
+    return out
+
+
+@dataclass(frozen=True)
+class ShareGroupKey:
+    record_type: int
+    group: str
+    member: str | None = None
+
+
+def decode_share_key(key: bytes) -> ShareGroupKey | None:
+    r = _Reader(key)
+    record_type = r.i16()
+    if record_type not in SHARE_GROUP_RECORD_TYPES:
+        return None
+    group = r.string()
+    return ShareGroupKey(record_type, group, r.string() if record_type in _WITH_MEMBER else None)
+
+
+# ---- values ----------------------------------------------------------------------------------
+
+
+def _cstring(s: str | None) -> bytes:
+    if s is None:
+        return b"\x00"
+    b = s.encode("utf-8")
+    return _uvarint(len(b) + 1) + b
+
+
+def _assignment(parts: Assignment) -> bytes:
+    out = [_uvarint(len(parts) + 1)]
+    for t, ps in parts:
+        out += [t.bytes, _uvarint(len(ps) + 1), b"".join(_I32.pack(p) for p in ps), b"\x00"]
+    return b"".join(out)
+
+
+def member_metadata_value(rack_id: str | None, client_id: str, client_host: str, topics: tuple[str, ...]) -> bytes:
+    names = _uvarint(len(topics) + 1) + b"".join(_cstring(t) for t in topics)
+    return b"".join([_VERSION0, _cstring(rack_id), _cstring(client_id), _cstring(client_host), names, b"\x00"])
+
+
+def group_metadata_value(epoch: int, metadata_hash: int = 0) -> bytes:
+    return _VERSION0 + _I32.pack(epoch) + _I64.pack(metadata_hash) + b"\x00"
+
+
+def target_assignment_metadata_value(epoch: int, timestamp_ms: int) -> bytes:
+    tagged = b"\x00" if timestamp_ms == 0 else b"\x01\x00\x08" + _I64.pack(timestamp_ms)
+    return _VERSION0 + _I32.pack(epoch) + tagged
+
+
+def target_assignment_member_value(parts: Assignment) -> bytes:
+    return _VERSION0 + _assignment(parts) + b"\x00"
+
+
+def current_assignment_value(epoch: int, previous_epoch: int, parts: Assignment) -> bytes:
+    return _VERSION0 + _I32.pack(epoch) + _I32.pack(previous_epoch) + bytes([STABLE_STATE]) + _assignment(parts) + b"\x00"
+
+
+def state_partition_metadata_value(initialized: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]) -> bytes:
+    """No topic initializing (the state is written at once here) nor being deleted."""
+    out = [_VERSION0, b"\x01", _uvarint(len(initialized) + 1)]
+    for t, name, ps in initialized:
+        out += [t.bytes, _cstring(name), _uvarint(len(ps) + 1), b"".join(_I32.pack(p) for p in ps), b"\x00"]
+    out += [b"\x01", b"\x00"]
+    return b"".join(out)
+
+
+def _reader(value: bytes) -> _Reader:
+    r = _Reader(value)
+    version = r.i16()
+    if version != 0:
+        raise RecordFormatError(f"unknown share group record value version {version}")
+    r.flexible = True
+    return r
+
+
+def _read_assignment(r: _Reader) -> Assignment:
+    out = []
+    for _ in range(r.array_len()):
+        t = uuid.UUID(bytes=r._take(16))
+        out.append((t, tuple(r.i32() for _ in range(r.array_len()))))
+        r.tagged_fields()
+    return tuple(out)
+
+
+def decode_member_metadata_value(value: bytes) -> tuple[str | None, str, str, tuple[str, ...]]:
+    r = _reader(value)
+    rack, client_id, client_host = r.nullable_string(), r.string(), r.string()
+    return rack, client_id, client_host, tuple(r.string() for _ in range(r.array_len()))
+
+
+def decode_epoch_value(value: bytes) -> int:
+    """ShareGroupMetadataValue / ShareGroupTargetAssignmentMetadataValue: the epoch."""
+    return _reader(value).i32()
+
+
+def decode_target_assignment_metadata_value(value: bytes) -> tuple[int, int]:
+    """(assignment epoch, assignment timestamp)."""
+    r = _reader(value)
+    epoch, timestamp = r.i32(), 0
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        end = r.pos + size
+        if tag == 0:
+            timestamp = r.i64()
+        r.pos = end
+    return epoch, timestamp
+
+
+def decode_target_assignment_member_value(value: bytes) -> Assignment:
+    return _read_assignment(_reader(value))
+
+
+def decode_current_assignment_value(value: bytes) -> tuple[int, int, Assignment]:
+    r = _reader(value)
+    epoch, previous = r.i32(), r.i32()
+    r._take(1)  # state: always stable
+    return epoch, previous, _read_assignment(r)
+
+
+def decode_state_partition_metadata_value(value: bytes) -> set[tuple[uuid.UUID, int]]:
+    """The initialized share-partitions (initializing ones too: their state was being written)."""
+    r = _reader(value)
+    out = set()
+    for _ in range(2):
+        for _ in range(r.array_len()):
+            t = uuid.UUID(bytes=r._take(16))
+            r.string()
+            out.update((t, r.i32()) for _ in range(r.array_len()))
+            r.tagged_fields()
+    return out
+
+
+# ---- the state as written ----------------------------------------------------------------------
+
+
+def assignment_of(parts: dict[uuid.UUID, list[int]]) -> Assignment:
+    return tuple((t, tuple(sorted(ps))) for t, ps in sorted(parts.items(), key=lambda kv: str(kv[0])))
+
+
+@dataclass(frozen=True)
+class MemberView:
+    metadata: tuple[str | None, str, str, tuple[str, ...]]
+    target: Assignment
+    current: tuple[int, int, Assignment]
+
+
+@dataclass
+class GroupView:
+    """What was last written of a share group (or replayed): the records are the difference."""
+
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignment_timestamp_ms: int = 0
+    members: dict[str, MemberView] = field(default_factory=dict)
+    initialized: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...] = ()
+
+
+def diff_records(group_id: str, before: GroupView | None, after: GroupView) -> list[Record]:
+    """The records that take what was written from ``before`` to ``after``."""
+    old = before or GroupView(group_epoch=-1, assignment_epoch=-1)
+    out: list[Record] = []
+    for mid in old.members:
+        if mid not in after.members:
+            out += [(share_key(SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, group_id, mid), None),
+                    (share_key(SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, group_id, mid), None),
+                    (share_key(SHARE_GROUP_MEMBER_METADATA, group_id, mid), None)]
+    for mid, m in after.members.items():
+        was = old.members.get(mid)
+        if was is None or was.metadata != m.metadata:
+            out.append((share_key(SHARE_GROUP_MEMBER_METADATA, group_id, mid), member_metadata_value(*m.metadata)))
+    if after.group_epoch != old.group_epoch:
+        out.append((share_key(SHARE_GROUP_METADATA, group_id), group_metadata_value(after.group_epoch)))
+    for mid, m in after.members.items():
+        was = old.members.get(mid)
+        if was is None or was.target != m.target:
+            out.append((share_key(SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, group_id, mid), target_assignment_member_value(m.target)))
+    if after.assignment_epoch != old.assignment_epoch:
+        out.append((share_key(SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, group_id),
+                    target_assignment_metadata_value(after.assignment_epoch, after.assignment_timestamp_ms)))
+    for mid, m in after.members.items():
+        was = old.members.get(mid)
+        if was is None or was.current != m.current:
+            out.append((share_key(SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, group_id, mid), current_assignment_value(*m.current)))
+    if after.initialized != old.initialized and (before is not None or after.initialized):
+        out.append((share_key(SHARE_GROUP_STATE_PARTITION_METADATA, group_id), state_partition_metadata_value(after.initialized)))
+    return out
+
+
+def tombstones(group_id: str, before: GroupView) -> list[Record]:
+    """A deleted group's tombstones, in the order of Kafka's ShareGroup.createGroupTombstoneRecords
+    (the share-partition state metadata last)."""
+    out: list[Record] = []
+    out += [(share_key(SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, group_id, mid), None) for mid in before.members]
+    out += [(share_key(SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, group_id, mid), None) for mid in before.members]
+    out.append((share_key(SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, group_id), None))
+    out += [(share_key(SHARE_GROUP_MEMBER_METADATA, group_id, mid), None) for mid in before.members]
+    out.append((share_key(SHARE_GROUP_METADATA, group_id), None))
+    out.append((share_key(SHARE_GROUP_STATE_PARTITION_METADATA, group_id), None))
+    return out
