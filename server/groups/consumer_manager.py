@@ -52,7 +52,7 @@ from .consumer_records import (
     target_assignment_member_value,
     target_assignment_metadata_value,
 )
-from .consumer_regex import RegexTopics, resolve_regexes
+from .consumer_regex import RegexResolver, RegexTopics, TopicsVersion
 from .messages import RequestContext, Response
 from .store import GroupStore, Record, append_error_to_response_error
 from .timer import Timer
@@ -114,6 +114,8 @@ class ConsumerGroupConfig:
     # Kafka 4.3 computes a group's next target assignment at most this often (the members
     # reconcile towards the previous one meanwhile): group.consumer.assignment.interval.ms.
     assignment_interval_ms: int = 1000
+    # group.consumer.regex.refresh.interval.ms (internal in Kafka 4.3.1)
+    regex_refresh_interval_ms: int = 600_000
 
 
 def kafka_uuid_string() -> str:
@@ -134,13 +136,14 @@ class ConsumerGroupManager:
 
     def __init__(self, store: GroupStore, writer: GroupRecordWriter, timer: Timer, config: ConsumerGroupConfig,
                  topic_lookup: TopicLookup, regex_topics: RegexTopics | None = None,
-                 group_config: GroupConfigLookup | None = None) -> None:
+                 group_config: GroupConfigLookup | None = None, topics_version: TopicsVersion | None = None) -> None:
         self.store = store
         self.writer = writer
         self.timer = timer
         self.config = config
         self.topic_lookup = topic_lookup
         self.regex_topics: RegexTopics = regex_topics or (lambda _pattern: set())
+        self.regexes = RegexResolver(self.regex_topics, topics_version, config.regex_refresh_interval_ms)
         self.groups: dict[str, ConsumerGroup] = {}
         # the groups' dynamic configs (kafka-configs.sh --entity-type groups); None: the broker's
         self.group_config = group_config
@@ -360,7 +363,7 @@ class ConsumerGroupManager:
         assignment_epoch = group.assignment_epoch if group else INITIAL_GROUP_EPOCH
         members = dict(group.members) if group else {}
         members[updated.member_id] = updated
-        resolved = resolve_regexes(gid, group, members, self.regex_topics, req.topic_authorized, records)
+        resolved = self.regexes.update(gid, group, members, req.topic_authorized, records)
         metadata = self._subscribed_metadata(self._group_topics(members, resolved))
         if group is None or metadata != group.subscribed_metadata:
             bump = True

@@ -52,6 +52,7 @@ from .consumer_manager import (
     HeartbeatRequest,
 )
 from .consumer_records import decode_consumer_key
+from .consumer_regex import REGEX_REFRESH_INTERVAL_MS_DEFAULT
 from .group import ClassicGroup, now_ms
 from .loader import load_offsets_topic
 from .membership import (
@@ -133,10 +134,14 @@ class GroupCoordinator:
                 cfg.get("group.consumer.max.size"),
                 _assignor_names(str(cfg.get("group.consumer.assignors"))),
                 cfg.get("group.consumer.assignment.interval.ms"),
+                int(cfg.get("group.consumer.regex.refresh.interval.ms") or cfg.originals.get("group.consumer.regex.refresh.interval.ms")
+                    or REGEX_REFRESH_INTERVAL_MS_DEFAULT),
             ),
             self._topic_lookup, self._regex_topics,
-            lambda g, k: group_config(self.broker, g, k),
+            lambda g, k: group_config(self.broker, g, k), self._topics_version,
         )
+        self._topic_ids: set[uuid.UUID] = set()
+        self._new_topics_version = 0
         self._regexes: dict[str, re.Pattern[str]] = {}
         self._topic_lock: asyncio.Lock | None = None
         # KIP-848's online migration: classic members inside consumer groups, conversions both ways
@@ -152,6 +157,15 @@ class GroupCoordinator:
         if compiled is None:
             compiled = self._regexes[pattern] = compile_re2j(pattern)
         return {t for t in self.broker.log_manager.topics if t not in INTERNAL_TOPICS and compiled.fullmatch(t)}
+
+    def _topics_version(self) -> int:
+        """Grows whenever a topic was created since the last call (Kafka's lastMetadataImageWithNewTopics,
+        here a time in ms so that it also grows over a restart); the regexes' refresh compares it."""
+        ids = {info.topic_id for info in self.broker.log_manager.topics.values()}
+        if not self._new_topics_version or not ids <= self._topic_ids:
+            self._new_topics_version = max(self._new_topics_version + 1, now_ms())
+        self._topic_ids = ids
+        return self._new_topics_version
 
     def _topic_lookup(self, name: str) -> tuple[uuid.UUID, int] | None:
         info = self.broker.log_manager.topics.get(name)
