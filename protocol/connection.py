@@ -151,6 +151,11 @@ class KafkaChannel:
     def closed(self) -> bool:
         return self._state is _State.CLOSED
 
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not handed out yet (what a driver bounds by pausing its reads)."""
+        return self._buffered
+
     def receive_data(self, data: bytes) -> None:
         """Buffer bytes read from the connection; ``b""`` means the stream ended."""
         if not data:

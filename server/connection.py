@@ -69,6 +69,10 @@ _SIZE = struct.Struct(">i")
 # The transport's write buffer high-water mark: above it ``drain`` waits, and no further
 # request is read from that connection until the client has read enough of its answers.
 WRITE_BUFFER_HIGH = 1 << 20
+# What a connection buffers beyond the frame it needs before reading from it pauses (as the
+# stream reader's 2 x 1 MiB limit did): a client that sends without reading answers stops being
+# read and TCP pushes back.
+READ_BUFFER_HIGH = 2 << 20
 
 
 def _peer(writer: asyncio.StreamWriter) -> str:
@@ -120,6 +124,99 @@ class SaslGate:
         except AuthenticationClose as e:
             raise GateRejection(str(e)) from None
         return Admission.RAW_TOKEN if gate is Gate.RAW_TOKEN else Admission.REQUEST
+
+
+class ChannelReader(asyncio.Protocol):
+    """The transport's protocol once a connection is served: it feeds the channel directly.
+
+    The stream reader cost two awaits, a buffer copy and its own wake-ups per request; here
+    received bytes go straight to ``KafkaChannel.receive_data`` and ``Connection.serve`` waits
+    only when the channel needs more. Write flow control and the end of the connection are
+    passed on to the StreamReaderProtocol it replaces, so ``StreamWriter.write``/``drain``/
+    ``close`` work as before. Not used on TLS listeners (start_tls keeps the streams).
+    """
+
+    def __init__(self, channel: KafkaChannel, streams: asyncio.BaseProtocol, transport: asyncio.Transport) -> None:
+        self.channel = channel
+        self.streams = streams
+        self.transport = transport
+        self.waiter: asyncio.Future[None] | None = None
+        self.paused = False
+        self.ended = False
+        self.error: Exception | None = None  # the connection broke: raised to serve(), as readexactly did
+
+    def data_received(self, data: bytes) -> None:
+        channel = self.channel
+        channel.receive_data(data)
+        if channel.buffered >= READ_BUFFER_HIGH and not self.paused:
+            self.paused = True
+            self.transport.pause_reading()
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def eof_received(self) -> bool:
+        self._end()
+        return True  # as StreamReaderProtocol: half-closed by the client, answers can still go out
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is None:
+            self._end()
+        else:
+            self.error = exc
+            waiter = self.waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+        self.streams.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.streams.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.streams.resume_writing()
+
+    def _end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self.channel.receive_data(b"")
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self) -> None:
+        """Until more bytes (or the end of the stream) reach the channel."""
+        if self.error is not None:
+            raise self.error
+        if self.ended:
+            return
+        if self.paused:
+            self.paused = False
+            self.transport.resume_reading()
+        self.waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self.waiter
+        finally:
+            self.waiter = None
+        if self.error is not None:
+            raise self.error
+
+    @classmethod
+    def install(cls, channel: KafkaChannel, reader: asyncio.StreamReader, transport: asyncio.Transport) -> ChannelReader:
+        """Take the transport over from the stream reader, with whatever it had already read."""
+        streams = transport.get_protocol()
+        protocol = cls(channel, streams, transport)
+        buffer = getattr(reader, "_buffer", None)  # read before serve() started: usually nothing
+        if buffer:
+            channel.receive_data(bytes(buffer))
+            buffer.clear()
+        transport.set_protocol(protocol)
+        if reader.exception() is not None:
+            protocol.error = reader.exception()
+        elif getattr(reader, "_eof", False) or transport.is_closing():
+            protocol._end()
+        elif not transport.is_reading():  # the stream reader had paused it at its limit
+            transport.resume_reading()
+        return protocol
 
 
 def admit(broker: Broker, writer: asyncio.StreamWriter) -> bool:
@@ -246,8 +343,14 @@ class Connection:
         try:
             if self.security is not None and not await self._secure():
                 return
+            fast: ChannelReader | None = None
+            if self.security is None or self.security.ssl_context is None:
+                fast = ChannelReader.install(channel, self.reader, self.writer.transport)  # type: ignore[arg-type]
             while True:
                 event = channel.next_event()
+                if fast is not None and event.__class__ is NeedData:
+                    await fast.wait()
+                    continue
                 if isinstance(event, NeedData):
                     # Exactly what the channel needs, never past the current frame: the next
                     # request is not read before this one is answered (the stream reader's
