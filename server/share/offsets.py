@@ -35,9 +35,11 @@ def describe_offsets(coordinator: ShareCoordinator, group_id: str, topics: list[
     """One group of the DescribeShareGroupOffsets answer. ``topics`` None: every initialized
     share-partition of the group (--describe --offsets); else the partitions named."""
     group = coordinator.groups.get(group_id)
-    if group is None:
+    if group is None and topics is None:
         return {"group_id": group_id, "topics": [], "error_code": errors.GROUP_ID_NOT_FOUND,
                 "error_message": f"Group {group_id} not found."}
+    # Partitions named: answered from the share state whether or not the group exists (Kafka's
+    # coordinator asks its persister; an unknown group's partitions are uninitialized, -1).
     by_id = coordinator.broker.log_manager.topics_by_id
     topics_by_name = coordinator.broker.log_manager.topics
     if topics is None:
