@@ -69,12 +69,22 @@ class ClassicMembers:
                 found = m.topic_lookup(topic)
                 if found is not None and ps:
                     owned[found[0]] = frozenset(ps)
+            classic = ClassicMemberMetadata(req.session_timeout_ms, tuple(req.protocols))
+            owner = group.static_members.get(req.group_instance_id) if req.group_instance_id is not None else None
+            if owner is not None and m.migration is not None and m.migration.maybe_downgrade_with_replaced_member(
+                    req.group_id, owner, ConsumerGroupMember(
+                        member_id, instance_id=req.group_instance_id, rack_id=sub.rack_id, client_id=ctx.client_id,
+                        client_host=ctx.client_host, subscribed_topic_names=tuple(sorted(set(sub.topics))),
+                        rebalance_timeout_ms=req.rebalance_timeout_ms, classic=classic)):
+                # the group is a classic group now; the member syncs with it (Kafka answers the
+                # joining member's epoch: the group epoch the classic group's generation is)
+                return join_response(member_id, generation_id=m.store.groups[req.group_id].generation_id,
+                                     protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=classic.protocol_name())
             m.timer.cancel(join_timeout_key(req.group_id, member_id))
             m.classic_heartbeat(ctx, HeartbeatRequest(
                 group_id=req.group_id, member_id=member_id, member_epoch=0, instance_id=req.group_instance_id,
                 rack_id=sub.rack_id, rebalance_timeout_ms=req.rebalance_timeout_ms,
-                subscribed_topic_names=sub.topics, owned=owned,
-                classic=ClassicMemberMetadata(req.session_timeout_ms, tuple(req.protocols)),
+                subscribed_topic_names=sub.topics, owned=owned, classic=classic,
             ))
         except HeartbeatError as e:
             return join_response(req.member_id, e.code)

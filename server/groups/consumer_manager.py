@@ -130,6 +130,8 @@ class Migration(Protocol):
 
     def maybe_downgrade(self, group_id: str, leaving_member_id: str) -> bool: ...
 
+    def maybe_downgrade_with_replaced_member(self, group_id: str, replaced_member_id: str, joining: ConsumerGroupMember) -> bool: ...
+
 
 class ConsumerGroupManager:
     """Consumer groups (KIP-848): the heartbeat state machine, timers, replay."""
@@ -297,7 +299,8 @@ class ConsumerGroupManager:
                     existing = group.members.get(member_id)
                     return existing or self._new_member(group, member_id), []
                 old = group.members[owner]
-                if old.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # Kafka's throwIfInstanceIdIsUnreleased, skipped when either side uses the classic protocol
+                if old.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and req.classic is None and old.classic is None:
                     raise HeartbeatError(UNRELEASED_INSTANCE_ID, f"Static member {owner} with instance id {req.instance_id} is not released.")
                 # The new member takes the place (and assignment) of the one that left temporarily.
                 self.timer.cancel(_session_key(gid, owner))

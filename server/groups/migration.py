@@ -10,7 +10,10 @@ are served by ``classic_members.py``; parked JoinGroup/SyncGroup requests are to
 
 Downgrade: when the last consumer-protocol member leaves a consumer group whose other members all
 use the classic protocol, the consumer group's tombstones and a classic group (generation = group
-epoch, each member's target assignment as its assignment) are written, and a rebalance starts.
+epoch, each member's target assignment as its assignment) are written, and a rebalance starts. The
+same when a static member using the classic protocol joins with the instance id of the last
+consumer-protocol member: it takes that member's assignment, and the classic group only rebalances
+if the assignment is stale (validateOnlineDowngradeWithReplacedMember).
 """
 
 from __future__ import annotations
@@ -154,22 +157,56 @@ class GroupMigration:
             return False
         if len(group.members) <= 1:
             return False
+        if not self._downgrade_allowed(group_id, len(group.members) - 1):
+            return False
+        staying = [m for mid, m in group.members.items() if mid != leaving_member_id]
+        targets = {m.member_id: group.target.get(m.member_id, {}) for m in staying}
+        return self._convert_to_classic(group_id, staying, targets, f"Downgrade group {group_id} from consumer to classic for member leaving.")
+
+    def maybe_downgrade_with_replaced_member(self, group_id: str, replaced_member_id: str, joining: ConsumerGroupMember) -> bool:
+        """Kafka's validateOnlineDowngradeWithReplacedMember then convertToClassicGroup: a static member
+        using the classic protocol takes the instance id of the last member using the consumer
+        protocol. The joining member gets the replaced member's target assignment; the classic group
+        only rebalances when that assignment is stale (the join changes the subscription, or the
+        group's target assignment is behind its epoch). True once converted."""
+        group = self.manager.groups.get(group_id)
+        if group is None or not group.all_members_use_classic_protocol_except(replaced_member_id):
+            return False
+        if not self._downgrade_allowed(group_id, len(group.members)):
+            return False
+        replaced = group.members[replaced_member_id]
+        staying = [m for mid, m in group.members.items() if mid != replaced_member_id] + [joining]
+        targets = {m.member_id: group.target.get(m.member_id, {}) for m in staying}
+        targets[joining.member_id] = group.target.get(replaced_member_id, {})
+        stale = group.group_epoch > group.assignment_epoch or bool(replaced.subscribed_topic_regex) or (
+            joining.subscribed_topic_names != replaced.subscribed_topic_names)
+        reason = f"Downgrade group {group_id} from consumer to classic with stale assignment." if stale else None
+        return self._convert_to_classic(group_id, staying, targets, reason)
+
+    def _downgrade_allowed(self, group_id: str, classic_members: int) -> bool:
         if not self.downgrade_enabled:
             log.info("Cannot downgrade consumer group %s to classic group because the online downgrade is disabled.", group_id)
             return False
-        if len(group.members) - 1 > self.classic_max_size:
+        if classic_members > self.classic_max_size:
             log.info("Cannot downgrade consumer group %s to classic group because its group size is greater than classic group max size.", group_id)
             return False
+        return True
+
+    def _convert_to_classic(self, group_id: str, staying: list[ConsumerGroupMember], targets: dict[str, Partitions],
+                            rebalance_reason: str | None) -> bool:
+        """Kafka's convertToClassicGroup (ClassicGroup.fromConsumerGroup): the consumer group's
+        tombstones, then the classic group (generation = group epoch, each member's target as its
+        assignment); a rebalance when ``rebalance_reason`` is given."""
+        group = self.manager.groups[group_id]
         classic = ClassicGroup(group_id, state=GroupState.STABLE, generation_id=group.group_epoch,
                                protocol_type=CONSUMER_PROTOCOL_TYPE, current_state_timestamp=now_ms())
-        staying = [m for mid, m in group.members.items() if mid != leaving_member_id]
         for m in staying:
             assert m.classic is not None
             classic.add(Member(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
                                m.classic.session_timeout_ms, CONSUMER_PROTOCOL_TYPE, list(m.classic.supported_protocols)))
         classic.protocol_name = classic.select_protocol()
         classic.subscribed_topics = classic.compute_subscribed_topics()
-        assignments = {m.member_id: self.classic_members.assignment_bytes(m, group.target.get(m.member_id, {})) for m in staying}
+        assignments = {m.member_id: self.classic_members.assignment_bytes(m, targets[m.member_id]) for m in staying}
         for cm in classic.all_members():
             cm.assignment = assignments[cm.member_id]
         records = _consumer_group_tombstones(group_id, list(group.members), sorted(group.resolved_regexes))
@@ -183,7 +220,8 @@ class GroupMigration:
         self.store.put_group(classic)  # the group as converted, with every member's protocols (Kafka keeps it so)
         for cm in classic.all_members():
             self.rebalance.reschedule_heartbeat(classic, cm)
-        self.rebalance.prepare_rebalance(classic, f"Downgrade group {group_id} from consumer to classic for member leaving.")
+        if rebalance_reason is not None:
+            self.rebalance.prepare_rebalance(classic, rebalance_reason)
         log.info("[GroupId %s] downgraded the consumer group to a classic group with %d members.", group_id, len(staying))
         return True
 

@@ -463,3 +463,94 @@ def test_consumer_group_configs(conform):
     assert obs["after_set"] == {"error": 0, "interval": 7000}
     assert obs["after_set_both"] == {"error": 0, "interval": 12000}
     assert obs["after_delete"] == {"error": 0, "interval": 5000}
+
+
+# --------------------------------------------------------------------------- downgrade by a replacing static member
+
+
+def scenario_static_classic_member_replaces_the_last_consumer_member(ctx: Ctx) -> dict[str, Any]:
+    """A consumer-protocol static member (instance i1) and a classic member share a consumer group;
+    a static member using the classic protocol joins with instance i1: the group becomes a classic
+    group (Kafka's validateOnlineDowngradeWithReplacedMember), the joining member takes i1's
+    partitions without a rebalance."""
+    w = ctx.wire()
+    t, group = ctx.topic("t"), ctx.group("g")
+    w.create_topic(t, partitions=PARTITIONS)
+    deadline = time.monotonic() + 30
+    while w.call(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"][0]["error_code"] in (14, 15) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    obs: dict[str, Any] = {}
+    sub = consumer_subscription([t])
+    a, state, owned = str(uuid.uuid4()), {"epoch": 0}, []
+
+    def hb(join_: bool = False) -> dict[str, Any]:
+        r = w.call(HEARTBEAT, 1, {"group_id": group, "member_id": a, "member_epoch": state["epoch"], "instance_id": "i1", "rack_id": None,
+                                  "rebalance_timeout": 30000 if join_ else -1, "subscribed_topic_names": [t] if join_ else None,
+                                  "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": owned})
+        if r["error_code"] == 0:
+            state["epoch"] = r["member_epoch"]
+            if r["assignment"] is not None:
+                owned[:] = [{"topic_id": x["topic_id"], "partitions": sorted(x["partitions"])} for x in r["assignment"]["topic_partitions"]]
+        return r
+
+    def join(member_id: str, instance: str | None) -> dict[str, Any]:
+        return w.call(JOIN_GROUP, 9, {"group_id": group, "session_timeout": 30000, "rebalance_timeout": 30000, "member_id": member_id,
+                                      "group_instance_id": instance, "protocol_type": "consumer",
+                                      "protocols": [{"name": "range", "metadata": sub}], "reason": None})
+
+    def sync(member_id: str, generation: int, instance: str | None) -> dict[str, Any]:
+        return w.call(SYNC_GROUP, 5, {"group_id": group, "generation_id": generation, "member_id": member_id, "group_instance_id": instance,
+                                      "protocol_type": "consumer", "protocol_name": "range", "assignments": []})
+
+    def listed() -> list[tuple[str, str, str]]:
+        gs = w.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})["groups"]
+        return [(g["protocol_type"], g["group_state"], g["group_type"]) for g in gs if g["group_id"] == group]
+
+    first = hb(join_=True)
+    while first["error_code"] in (14, 15, 16) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        first = hb(join_=True)
+    obs["a_joins"] = first["error_code"]
+    c = join("", None)["member_id"]
+    joined = join(c, None)
+    gen = {"c": joined["generation_id"]}
+    obs["classic_joins"] = joined["error_code"]
+    sync(c, gen["c"], None)
+    # heartbeat both until the consumer group is stable
+    stable = False
+    deadline = time.monotonic() + 30
+    while not stable and time.monotonic() < deadline:
+        hb()
+        if w.call(CLASSIC_HEARTBEAT, 4, {"group_id": group, "generation_id": gen["c"], "member_id": c,
+                                         "group_instance_id": None})["error_code"] == 27:
+            again = join(c, None)
+            gen["c"] = again["generation_id"]
+            sync(c, gen["c"], None)
+        d = w.call(DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+        stable = d["group_state"] == "Stable"
+        time.sleep(0.2)
+    obs["stable"] = stable
+    obs["consumer_group_listed"] = listed()
+    a_parts = sorted(p for x in owned for p in x["partitions"])
+
+    s = join("", "i1")  # a static member: no MEMBER_ID_REQUIRED round
+    obs["static_classic_joins"] = {"error": s["error_code"], "protocol": (s["protocol_type"], s["protocol_name"]),
+                                   "generation_is_group_epoch": s["generation_id"] == state["epoch"], "members": len(s["members"])}
+    obs["downgraded_listed"] = listed()
+    synced = sync(s["member_id"], s["generation_id"], "i1")
+    obs["static_classic_synced"] = {"error": synced["error_code"], "takes_i1s_partitions": decode_assignment(synced["assignment"]) == a_parts}
+    obs["classic_member_heartbeat"] = w.call(CLASSIC_HEARTBEAT, 4, {"group_id": group, "generation_id": gen["c"], "member_id": c,
+                                                                  "group_instance_id": None})["error_code"]
+    obs["replaced_member_heartbeat"] = hb()["error_code"]
+    w.call(LEAVE_GROUP, 5, {"group_id": group, "members": [{"member_id": c, "group_instance_id": None, "reason": None},
+                                                           {"member_id": s["member_id"], "group_instance_id": "i1", "reason": None}]})
+    return obs
+
+
+def test_static_classic_member_replaces_the_last_consumer_member(conform):
+    obs = conform(scenario_static_classic_member_replaces_the_last_consumer_member)
+    assert obs["stable"] and obs["consumer_group_listed"][0][2] == "consumer"
+    assert obs["static_classic_joins"]["error"] == 0
+    assert obs["downgraded_listed"][0][2] == "classic"
+    assert obs["static_classic_synced"] == {"error": 0, "takes_i1s_partitions": True}
