@@ -46,7 +46,7 @@ async def handle_consumer_group_heartbeat(broker: Broker, conn: Connection, head
         rack_id=request.rack_id,
         rebalance_timeout_ms=ms(request.rebalance_timeout),
         subscribed_topic_names=tuple(request.subscribed_topic_names) if request.subscribed_topic_names is not None else None,
-        subscribed_topic_regex=request.subscribed_topic_regex,
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),  # v1 on (KIP-848 regexes)
         server_assignor=request.server_assignor,
         owned=owned_partitions(None if owned is None else [(t.topic_id, t.partitions) for t in owned]),
         # regexes resolve to the topics this member may DESCRIBE (Kafka filters them quietly)
