@@ -19,6 +19,8 @@ iteration:
    ``storage/failpoints.py``: torn segment write, between a write and its index
    entries, inside a roll, a retention delete, a compaction swap, a checkpoint
    write, a deferred delete), or while it is starting (recovering).
+   Meanwhile a share consumer (raw ShareFetch, tests/crash/share_scenario.py) acquires and
+   acknowledges the records of a share topic.
 
 Checks, per topic:
 - ``keep`` (no retention): every acknowledged record present once, at its
@@ -27,7 +29,10 @@ Checks, per topic:
   above the log start offset, which never goes back;
 - ``compact`` (cleanup.policy=compact): every acknowledged record still present
   has its acknowledged value; for every key, its latest acknowledged record or a
-  later record of that key is present; no value twice.
+  later record of that key is present; no value twice;
+- ``share`` (a share group's topic, no retention): as ``retain``; and no record whose
+  acknowledgement was answered is delivered again, and at the end every acknowledged
+  record was delivered and the share-partition has no lag (tests/crash/share_scenario.py).
 
 At the end the server is stopped cleanly and every segment must pass the strict
 check (trimmed indexes). Prints one line per iteration and a JSON summary;
@@ -54,8 +59,17 @@ from kafka_sidecar.client import KafkaClient, KafkaClientError
 from kafka_sidecar.protocol.records import decode_batches
 from kafka_sidecar.storage.failpoints import ARM_ENV
 from kafka_sidecar.storage.failpoints import ENV as CRASH_ENV
-from kafka_sidecar.storage.verify import problems, verify_data_dir
+from kafka_sidecar.storage.verify import problems, verify_partition
 
+from tests.crash.share_scenario import CONNECTION_ERRORS as SHARE_CONNECTION_ERRORS
+from tests.crash.share_scenario import (
+    SHARE,
+    ShareConsumer,
+    ShareFailure,
+    ShareLedger,
+    drain,
+    try_step,
+)
 from tests.integration.test_bad_input import RawClient, create_topic, fetch_once, list_offset
 from tests.support import SidecarProcess
 
@@ -79,6 +93,7 @@ TOPICS: dict[str, tuple[int, dict[str, str]]] = {
     KEEP: (2, {"retention.ms": "-1", "preallocate": "true"}),
     RETAIN: (1, {"retention.bytes": "49152", "retention.ms": "-1"}),
     COMPACT: (1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": "8192"}),
+    SHARE: (1, {"retention.ms": "-1"}),
 }
 COMPACT_KEYS = 150
 
@@ -133,6 +148,9 @@ class Stats:
     segments_checked: int = 0
     startup_crashes: int = 0
     recovery_ms_max: float = 0.0
+    share_deliveries: int = 0
+    share_redeliveries: int = 0
+    share_acknowledged: int = 0
 
 
 def _value(tag: str, iteration: int, seq: int, key: bytes | None, pad: int) -> bytes:
@@ -253,7 +271,9 @@ def check_disk(data_dir: Path, strict: bool = False, attempts: int = 4) -> int:
     last: list[str] = []
     for attempt in range(attempts):
         try:
-            reports = {k: v for k, v in verify_data_dir(data_dir, strict=strict).items() if k.startswith("crash-")}
+            # Only the harness's topics: the share group's internal topics (100 partitions, each
+            # with a preallocated index) would take most of a run to read.
+            reports = {d.name: verify_partition(d, strict=strict) for d in sorted(data_dir.glob("crash-*-[0-9]*")) if d.is_dir()}
         except (FileNotFoundError, ValueError) as e:
             last = [f"{type(e).__name__}: {e}"]
         else:
@@ -332,9 +352,18 @@ def _producer(server: SidecarProcess, idempotent: bool) -> Producer:
     return Producer(conf)
 
 
-def produce_until_dead(server: SidecarProcess, ledger: Ledger, iteration: int, rng: random.Random, kill_after: float | None, max_seconds: float) -> tuple[int, bool]:
+def _share_consumer(server: SidecarProcess, ledger: Ledger, share: ShareLedger) -> ShareConsumer | None:
+    try:
+        return ShareConsumer(server.port, share, {o: a.value for o, a in ledger.acked[(SHARE, 0)].items()})
+    except SHARE_CONNECTION_ERRORS:
+        return None  # the server died already
+
+
+def produce_until_dead(server: SidecarProcess, ledger: Ledger, iteration: int, rng: random.Random, kill_after: float | None,
+                       max_seconds: float, share: ShareLedger | None = None) -> tuple[int, bool]:
     """Produce to every topic until the server dies (crash point) or ``kill_after`` seconds pass
-    (then SIGKILL). Returns (records acknowledged, whether the server died by itself)."""
+    (then SIGKILL), a share consumer acknowledging as it goes. Returns (records acknowledged,
+    whether the server died by itself)."""
     acks = 0
     died = False
     lock_free: list[tuple[tuple[str, int], Acked]] = []
@@ -347,6 +376,7 @@ def produce_until_dead(server: SidecarProcess, ledger: Ledger, iteration: int, r
 
     keep_producer = _producer(server, idempotent=True)
     other_producer = _producer(server, idempotent=False)
+    consumer = None if share is None else _share_consumer(server, ledger, share)
     pad = rng.randint(20, 300)
     started = time.monotonic()
     # Mostly count the timer from the first acknowledgement (clients take a moment to connect).
@@ -379,12 +409,17 @@ def produce_until_dead(server: SidecarProcess, ledger: Ledger, iteration: int, r
                     other_producer.produce(RETAIN, value=_value(RETAIN, iteration, seq, None, pad), partition=0, on_delivery=on_delivery)
                     key = b"k%03d" % rng.randrange(COMPACT_KEYS)
                     other_producer.produce(COMPACT, key=key, value=_value(COMPACT, iteration, seq, key, pad), partition=0, on_delivery=on_delivery)
+                    if seq % 4 == 0:
+                        other_producer.produce(SHARE, value=_value(SHARE, iteration, seq, None, pad), partition=0, on_delivery=on_delivery)
             except BufferError:
                 pass
+            consumer = try_step(consumer)
             keep_producer.poll(0.002)
             other_producer.poll(0)
     finally:
         server.kill()  # SIGKILL if still running; reaps and closes files either way
+        if consumer is not None:
+            consumer.close()
         for p in (keep_producer, other_producer):
             # Nothing may reach the restarted server: drop what is queued or in flight.
             p.purge(in_queue=True, in_flight=True)
@@ -442,6 +477,7 @@ def run(iterations: int, seed: int, data_dir: Path, verbose: bool = True) -> Sta
     rng = random.Random(seed)
     stats = Stats()
     ledger = Ledger()
+    share = ShareLedger()
     server = SidecarProcess(data_dir, SERVER_OVERRIDES)
     server.start(timeout=60)
     for topic, (partitions, configs) in TOPICS.items():
@@ -463,7 +499,7 @@ def run(iterations: int, seed: int, data_dir: Path, verbose: bool = True) -> Sta
             kind, kill_after = point, None
         else:
             kind, kill_after = "timer", rng.uniform(0.05, 1.0)
-        acks, died = produce_until_dead(server, ledger, iteration, rng, kill_after, max_seconds=3.0)
+        acks, died = produce_until_dead(server, ledger, iteration, rng, kill_after, max_seconds=3.0, share=share)
         if kill_after is None and not died:
             kind = f"{kind} (not reached in time: SIGKILL)"
         stats.kills[kind] += 1
@@ -475,6 +511,8 @@ def run(iterations: int, seed: int, data_dir: Path, verbose: bool = True) -> Sta
     server.env = {}
     start_server(server, stats, random.Random(0))
     check_all(server, ledger, stats)
+    drain(server.port, share, {o: a.value for o, a in ledger.acked[(SHARE, 0)].items()})
+    stats.share_deliveries, stats.share_redeliveries, stats.share_acknowledged = share.deliveries, share.redeliveries, len(share.done)
     if server.stop() != 0:
         raise HarnessFailure("clean stop failed")
     stats.segments_checked += check_disk(data_dir, strict=True, attempts=1)
@@ -494,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         stats = run(args.iterations, args.seed, data_dir, verbose=not args.quiet)
-    except HarnessFailure as e:
+    except (HarnessFailure, ShareFailure) as e:
         print(f"FAILED: {e}\ndata dir kept: {data_dir} (server log: {data_dir.parent / (data_dir.name + '.server.log')})", file=sys.stderr)
         return 1
     summary = {
@@ -505,6 +543,9 @@ def main(argv: list[str] | None = None) -> int:
         "records_acknowledged": stats.acked,
         "records_checked": stats.records_checked,
         "segments_verified": stats.segments_checked,
+        "share_deliveries": stats.share_deliveries,
+        "share_redeliveries": stats.share_redeliveries,
+        "share_acknowledged": stats.share_acknowledged,
         "slowest_start_ms": round(stats.recovery_ms_max),
         "seconds": round(time.monotonic() - started, 1),
     }
