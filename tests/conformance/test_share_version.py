@@ -94,7 +94,8 @@ def scenario_share_version(ctx: Ctx) -> dict[str, Any]:
         obs["disabled"] = _requests(w, group, topic, topic_id)
         obs["console_share_consumer"] = _tool(ctx, "kafka-console-share-consumer.sh", "--topic", topic, "--group", group,
                                               "--timeout-ms", "5000")
-        obs["share_groups_list"] = _tool(ctx, "kafka-share-groups.sh", "--list")
+        # This scenario's groups only (other scenarios of the session leave theirs, named apart per broker).
+        obs["share_groups_list"] = [line for line in _tool(ctx, "kafka-share-groups.sh", "--list") if "cf-" not in line]
         obs["share_groups_describe"] = _tool(ctx, "kafka-share-groups.sh", "--describe", "--group", group)
     finally:
         obs["upgrade"] = _tool(ctx, "kafka-features.sh", "upgrade", "--feature", "share.version=1")
