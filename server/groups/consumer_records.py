@@ -38,7 +38,7 @@ from .consumer_group import (
     Partitions,
     ResolvedRegularExpression,
 )
-from .records import RecordFormatError, _Reader
+from .records import RecordFormatError, _Reader, _string, group_record_key
 
 CONSUMER_GROUP_METADATA = 3
 CONSUMER_GROUP_PARTITION_METADATA = 4
@@ -72,16 +72,8 @@ class ConsumerGroupKey:
 # ---- keys (not flexible) ---------------------------------------------------------------
 
 
-def _string(s: str) -> bytes:
-    b = s.encode("utf-8")
-    return _I16.pack(len(b)) + b
-
-
 def consumer_key(record_type: int, group: str, member: str | None = None) -> bytes:
-    out = _I16.pack(record_type) + _string(group)
-    if record_type in _WITH_MEMBER:
-        out += _string(member or "")
-    return out
+    return group_record_key(record_type, group, (member or "") if record_type in _WITH_MEMBER else None)
 
 
 def regex_key(group: str, regex: str) -> bytes:

@@ -124,6 +124,13 @@ def _string(s: str) -> bytes:
     return _I16.pack(len(b)) + b
 
 
+def group_record_key(record_type: int, group: str, member: str | None = None) -> bytes:
+    """The key of a group coordinator record (non-flexible): its type, the group id, and the
+    member id for the per-member record types (``member`` None: none in the key)."""
+    out = _I16.pack(record_type) + _string(group)
+    return out if member is None else out + _string(member)
+
+
 def _nullable_string(s: str | None) -> bytes:
     return _I16.pack(-1) if s is None else _string(s)
 

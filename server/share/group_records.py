@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from kafka_sidecar.protocol.records import encode_uvarint as _uvarint
 
-from ..groups.records import RecordFormatError, _Reader
+from ..groups.records import RecordFormatError, _Reader, group_record_key
 
 SHARE_GROUP_MEMBER_METADATA = 10
 SHARE_GROUP_METADATA = 11
@@ -64,16 +64,8 @@ def is_share_group_record(key: bytes) -> bool:
 # ---- keys ------------------------------------------------------------------------------------
 
 
-def _string(s: str) -> bytes:
-    b = s.encode("utf-8")
-    return _I16.pack(len(b)) + b
-
-
 def share_key(record_type: int, group: str, member: str | None = None) -> bytes:
-    out = _I16.pack(record_type) + _string(group)
-    if record_type in _WITH_MEMBER:
-        out += _string(member or "")
-    return out
+    return group_record_key(record_type, group, (member or "") if record_type in _WITH_MEMBER else None)
 
 
 @dataclass(frozen=True)
