@@ -20,6 +20,8 @@ import struct
 import uuid
 from typing import Any
 
+from .records import encode_uvarint as _length
+
 FIRST_FLEXIBLE = 9
 FIRST_TOPIC_ID = 13
 MAX_VERSION = 13
@@ -190,17 +192,6 @@ def _compact_string(s: str | None) -> bytes:
         return _NO_TAGS  # null
     data = s.encode()
     return _length(len(data) + 1) + data
-
-
-def _length(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _ms(value: Any) -> int:

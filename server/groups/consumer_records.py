@@ -38,7 +38,7 @@ from .consumer_group import (
     Partitions,
     ResolvedRegularExpression,
 )
-from .records import RecordFormatError, _Reader, _string, group_record_key
+from .records import _Reader, _string, flexible_value_reader, group_record_key
 
 CONSUMER_GROUP_METADATA = 3
 CONSUMER_GROUP_PARTITION_METADATA = 4
@@ -175,12 +175,7 @@ def decode_regex_value(value: bytes) -> ResolvedRegularExpression:
 
 
 def _reader(value: bytes) -> _Reader:
-    r = _Reader(value)
-    version = r.i16()
-    if version != 0:
-        raise RecordFormatError(f"unknown consumer group record value version {version}")
-    r.flexible = True
-    return r
+    return flexible_value_reader(value, "consumer group")
 
 
 def _read_topic_partitions(r: _Reader, epochs: dict[tuple[uuid.UUID, int], int] | None = None) -> Partitions:

@@ -251,6 +251,16 @@ class _Reader:
                 self._take(self.uvarint())
 
 
+def flexible_value_reader(value: bytes, what: str) -> _Reader:
+    """A reader past the version of a flexible v0 record value (KIP-848 and share group records)."""
+    r = _Reader(value)
+    version = r.i16()
+    if version != 0:
+        raise RecordFormatError(f"unknown {what} record value version {version}")
+    r.flexible = True
+    return r
+
+
 def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
     """The key of a __consumer_offsets record; None for record types this broker does not use."""
     r = _Reader(key)

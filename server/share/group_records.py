@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from kafka_sidecar.protocol.records import encode_uvarint as _uvarint
 
-from ..groups.records import RecordFormatError, _Reader, group_record_key
+from ..groups.records import _Reader, flexible_value_reader, group_record_key
 
 SHARE_GROUP_MEMBER_METADATA = 10
 SHARE_GROUP_METADATA = 11
@@ -133,12 +133,7 @@ def state_partition_metadata_value(initialized: tuple[tuple[uuid.UUID, str, tupl
 
 
 def _reader(value: bytes) -> _Reader:
-    r = _Reader(value)
-    version = r.i16()
-    if version != 0:
-        raise RecordFormatError(f"unknown share group record value version {version}")
-    r.flexible = True
-    return r
+    return flexible_value_reader(value, "share group")
 
 
 def _read_assignment(r: _Reader) -> Assignment:
