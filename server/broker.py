@@ -27,6 +27,7 @@ from .listeners import Endpoint, ListenerError, advertised_host_for, start_liste
 from .logging_setup import Progress
 from .metrics import Metrics
 from .quotas import ClientQuotas, ClientQuotaStore, load_client_quotas
+from .quotas.connections import ConnectionQuotas
 from .replica_manager import ReplicaManager
 from .security.authorizer import create_authorizer
 from .security.credentials import ScramCredentialStore
@@ -95,6 +96,9 @@ class Broker:
         self.authorizer = create_authorizer(config, self.data_dir)
         # Client quotas (server/quotas): stored in sidecar-client-quotas.json, loaded at start.
         self.client_quotas = ClientQuotas(ClientQuotaStore.empty(self.data_dir), config.get("quota.window.num"), config.get("quota.window.size.seconds"))
+        # Per-IP connection limits and connection creation rates, checked at accept.
+        self.connection_quotas = ConnectionQuotas(config, lambda: self.client_quotas.store.quotas)
+        self._throttled_sockets: set[asyncio.BaseTransport] = set()  # closed after their throttle time
 
     @property
     def cluster_id(self) -> str:
@@ -197,6 +201,8 @@ class Broker:
         self.state = "shutting down"
         for srv in self._listener_servers:
             srv.close()
+        for transport in list(self._throttled_sockets):
+            transport.abort()
         for conn in list(self.connections):
             conn.close()
         for t in self._tasks:
@@ -215,6 +221,33 @@ class Broker:
     async def _on_connection(self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not admit(self, writer):  # max.connections
             return
+        peer = writer.get_extra_info("peername")
+        peer_ip = peer[0] if peer else ""
+        admission = self.connection_quotas.accept(peer_ip, int(time.time() * 1000))
+        if admission.close:  # over its IP's limits: not served, closed (after its throttle time)
+            self._close_later(writer.transport, admission.delay_ms)
+            return
+        try:
+            if admission.delay_ms:  # over the broker's connection creation rate: held unread
+                await asyncio.sleep(admission.delay_ms / 1000)
+            await self._serve_connection(listener, reader, writer)
+        finally:
+            self.connection_quotas.release(peer_ip)
+
+    def _close_later(self, transport: asyncio.BaseTransport, delay_ms: int) -> None:
+        """Kafka's delayed close of a throttled connection (it was never served)."""
+        if delay_ms <= 0:
+            transport.abort()
+            return
+        self._throttled_sockets.add(transport)
+
+        def close() -> None:
+            self._throttled_sockets.discard(transport)
+            transport.abort()
+
+        asyncio.get_running_loop().call_later(delay_ms / 1000, close)
+
+    async def _serve_connection(self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(self, reader, writer, self.listener_security.get(listener))
         conn.listener = listener  # which listener's advertised endpoint Metadata answers with
         self.metrics.connections_opened[listener] += 1

@@ -56,6 +56,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("advertised.listeners", "string", None, list_empty_ok=False),
         ConfigDef("connections.max.idle.ms", "long", 600000),
         ConfigDef("max.connections", "int", 2**31 - 1, at_least=0),
+        # Per-IP limits and the broker-wide creation rate (server/quotas/connections.py).
+        ConfigDef("max.connections.per.ip", "int", 2**31 - 1, at_least=0),
+        ConfigDef("max.connections.per.ip.overrides", "string", ""),
+        ConfigDef("max.connection.creation.rate", "int", 2**31 - 1, at_least=0),
         ConfigDef("group.initial.rebalance.delay.ms", "int", 3000),
         # Group coordinator (server/groups), Kafka's GroupCoordinatorConfig names and defaults.
         ConfigDef("group.min.session.timeout.ms", "int", 6000),

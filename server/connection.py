@@ -19,7 +19,8 @@ Limits (each bounds what one client can make the server hold):
   completed for that long is closed (also one stuck mid-frame, or whose
   client stopped reading answers); a request being handled (a Fetch long-poll,
   a JoinGroup) does not count as idle;
-- ``max.connections``: connections beyond it are closed at once (``admit``).
+- ``max.connections``: connections beyond it are closed at once (``admit``); the per-IP
+  limits and connection creation rates are server/quotas/connections.py's.
 
 Security (server/security): on an SSL or SASL_SSL listener the TLS handshake comes first
 (one log line if it fails); on a SASL listener the SASL authenticator gates every frame until

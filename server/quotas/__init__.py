@@ -2,7 +2,8 @@
 
 ``store.py`` keeps and validates the values (AlterClientQuotas, DescribeClientQuotas),
 ``manager.py`` resolves a request's quota and computes throttle times, ``sensor.py`` is Kafka's
-sampled rate. Handlers: server/apis/quotas.py; hooks in Produce and Fetch; the connection is
+sampled rate, ``connections.py`` the limits checked when a connection is accepted (per-IP
+counts, per-IP and broker-wide creation rates). Handlers: server/apis/quotas.py; hooks in Produce and Fetch; the connection is
 muted for the throttle time after the answer (server/connection.py).
 """
 
