@@ -97,7 +97,7 @@ class Broker:
         # Client quotas (server/quotas): stored in sidecar-client-quotas.json, loaded at start.
         self.client_quotas = ClientQuotas(ClientQuotaStore.empty(self.data_dir), config.get("quota.window.num"), config.get("quota.window.size.seconds"))
         # Per-IP connection limits and connection creation rates, checked at accept.
-        self.connection_quotas = ConnectionQuotas(config, lambda: self.client_quotas.store.quotas)
+        self.connection_quotas = ConnectionQuotas(self.connection_setting, lambda: self.client_quotas.store.quotas)
         self._throttled_sockets: set[asyncio.BaseTransport] = set()  # closed after their throttle time
 
     @property
@@ -217,6 +217,16 @@ class Broker:
         self.transaction_coordinator.shutdown()
         await self.run_blocking(self.log_manager.shutdown)
         self.executor.shutdown(wait=True)
+
+    def connection_setting(self, name: str) -> Any:
+        """A connection limit in force: this broker's dynamic config, the cluster-wide dynamic
+        default, else the static one (Kafka's DynamicConnectionQuota reconfigures them live)."""
+        dynamic = self.log_manager.dynamic_broker_configs
+        for scope in (str(self.node_id), ""):
+            value = dynamic.get(scope, {}).get(name)
+            if value is not None:
+                return value
+        return self.config.get(name)
 
     async def _on_connection(self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not admit(self, writer):  # max.connections

@@ -222,7 +222,8 @@ class ChannelReader(asyncio.Protocol):
 
 def admit(broker: Broker, writer: asyncio.StreamWriter) -> bool:
     """Whether a new connection may be served (``max.connections``); if not it is closed at once."""
-    limit = broker.config.get("max.connections")
+    value = broker.connection_setting("max.connections")  # dynamically reconfigurable, as in Kafka
+    limit = None if value is None else int(value)
     if limit is None or len(broker.connections) < limit:
         return True
     _refusals.refused(_peer(writer), limit)

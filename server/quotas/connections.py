@@ -83,8 +83,8 @@ def _normalize(address: str) -> str:
 class ConnectionQuotas:
     """Open connections per IP and the connection creation rates (broker-wide and per IP)."""
 
-    def __init__(self, config: Any, client_quotas: Callable[[], dict[Entity, dict[str, float]]]) -> None:
-        self.config = config  # the broker's config (dynamic updates are read at each accept)
+    def __init__(self, setting: Callable[[str], Any], client_quotas: Callable[[], dict[Entity, dict[str, float]]]) -> None:
+        self.setting = setting  # a broker config in force (dynamic updates are read at each accept)
         self.client_quotas = client_quotas  # the quotas in force: the ip entities' connection_creation_rate
         self.counts: dict[str, int] = {}
         self._ip_sensors: dict[str, QuotaSensor] = {}
@@ -97,8 +97,8 @@ class ConnectionQuotas:
     # --------------------------------------------------------------- configuration
 
     def _window(self) -> tuple[int, int]:
-        samples = int(self.config.get("quota.window.num") or 11)
-        window_ms = int(self.config.get("quota.window.size.seconds") or 1) * 1000
+        samples = int(self.setting("quota.window.num") or 11)
+        window_ms = int(self.setting("quota.window.size.seconds") or 1) * 1000
         return samples, window_ms
 
     def _sensor(self, existing: QuotaSensor | None, bound: float, now_ms: int) -> QuotaSensor:
@@ -124,11 +124,14 @@ class ConnectionQuotas:
         return int(default) if default is not None else UNLIMITED
 
     def max_per_ip(self, address: str) -> int:
-        value = self.config.get("max.connections.per.ip.overrides")
+        value = self.setting("max.connections.per.ip.overrides")
         if value != self._overrides_value:  # resolved once per value, not at every accept
             self._overrides_value, self._overrides = value, _parse_overrides(value)
         limit = self._overrides.get(address)
-        return limit if limit is not None else int(self.config.get("max.connections.per.ip") or UNLIMITED)
+        if limit is not None:
+            return limit
+        value = self.setting("max.connections.per.ip")
+        return UNLIMITED if value is None else int(value)
 
     # --------------------------------------------------------------- accepting
 
@@ -168,7 +171,8 @@ class ConnectionQuotas:
         """waitForConnectionSlot's wait for the broker-wide creation rate (the acceptor's queue)."""
         start = max(now_ms, self._accept_free_at_ms)
         queued = start - now_ms
-        rate = int(self.config.get("max.connection.creation.rate") or UNLIMITED)
+        value = self.setting("max.connection.creation.rate")
+        rate = UNLIMITED if value is None else int(value)
         if rate >= UNLIMITED:
             return queued
         self._broker_sensor = self._sensor(self._broker_sensor, float(rate), start)

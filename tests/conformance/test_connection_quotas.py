@@ -27,20 +27,27 @@ SOURCE = "127.0.0.2"
 ENTITY = [("ip", SOURCE)]
 
 
-def _connect_once(bootstrap: str, timeout: float = 5.0) -> tuple[str, float]:
-    """Connect from SOURCE and ask ApiVersions v0: ("answered" | "closed" | "silent", seconds)."""
-    t0 = time.monotonic()
-    with socket.create_connection(parse_bootstrap(bootstrap), timeout=timeout, source_address=(SOURCE, 0)) as s:
+def _ask(s: socket.socket) -> str:
+    """ApiVersions v0 on an open connection: "answered", "closed" (no answer) or "silent"."""
+    try:
         s.sendall(encode_request(18, 0, 1, "conformance", {}))
-        try:
-            head = s.recv(4)
-        except (ConnectionResetError, BrokenPipeError):
-            head = b""
-        except TimeoutError:
-            return "silent", time.monotonic() - t0
-        if len(head) == 4 and struct.unpack(">i", head)[0] > 0:
-            return "answered", time.monotonic() - t0
-        return "closed", time.monotonic() - t0
+        head = s.recv(4)
+    except (ConnectionResetError, BrokenPipeError):
+        head = b""
+    except TimeoutError:
+        return "silent"
+    if len(head) == 4 and struct.unpack(">i", head)[0] > 0:
+        s.recv(1 << 16)
+        return "answered"
+    return "closed"
+
+
+def _connect_once(bootstrap: str, timeout: float = 5.0, source: str = SOURCE) -> tuple[str, float]:
+    """Connect from ``source`` and ask ApiVersions v0: (what happened, seconds)."""
+    t0 = time.monotonic()
+    with socket.create_connection(parse_bootstrap(bootstrap), timeout=timeout, source_address=(source, 0)) as s:
+        outcome = _ask(s)
+    return outcome, time.monotonic() - t0
 
 
 def scenario_connection_creation_rate(ctx: Ctx) -> dict[str, Any]:
@@ -76,3 +83,50 @@ def test_connection_creation_rate(conform):
     assert obs["served_before_throttle"] == 10
     assert obs["throttled_outcome"] == "closed" and obs["throttled_closed_after_200ms"] and obs["throttled_closed_within_1200ms"]
     assert obs["after_removal"] == ["answered"] * 3
+
+
+PER_IP_SOURCE = "127.0.0.3"
+
+
+def _set_cluster_default(w: Any, name: str, value: str | None) -> Any:
+    """IncrementalAlterConfigs on the cluster-wide broker default (SET, or DELETE for None)."""
+    op = {"name": name, "config_operation": 0 if value is not None else 1, "value": value}
+    body = w.call(44, 0, {"validate_only": False, "resources": [{"resource_type": 4, "resource_name": "", "configs": [op]}]})
+    return [(r["error_code"], r["error_message"]) for r in body["responses"]]
+
+
+def scenario_max_connections_per_ip_override(ctx: Ctx) -> dict[str, Any]:
+    """``max.connections.per.ip.overrides`` changed live: the third connection from the address
+    is closed at once, the open ones keep working, a slot frees when one closes."""
+    obs: dict[str, Any] = {}
+    w = ctx.wire()
+    obs["set"] = _set_cluster_default(w, "max.connections.per.ip.overrides", f"{PER_IP_SOURCE}:2")
+    time.sleep(1.0)  # Kafka reconfigures from its metadata image, just after it answers
+    held: list[socket.socket] = []
+    try:
+        for _ in range(3):
+            held.append(socket.create_connection(parse_bootstrap(ctx.bootstrap), timeout=5, source_address=(PER_IP_SOURCE, 0)))
+        obs["three_connections"] = [_ask(s) for s in held]
+        held.pop(0).close()
+        time.sleep(0.3)
+        obs["after_one_closed"] = _connect_once(ctx.bootstrap, source=PER_IP_SOURCE)[0]
+        obs["still_open"] = _ask(held[0])
+    finally:
+        for s in held:
+            s.close()
+        obs["delete"] = _set_cluster_default(w, "max.connections.per.ip.overrides", None)
+    time.sleep(1.0)
+    held = [socket.create_connection(parse_bootstrap(ctx.bootstrap), timeout=5, source_address=(PER_IP_SOURCE, 0)) for _ in range(3)]
+    try:
+        obs["after_delete"] = [_ask(s) for s in held]
+    finally:
+        for s in held:
+            s.close()
+    return obs
+
+
+def test_max_connections_per_ip_override(conform):
+    obs = conform(scenario_max_connections_per_ip_override)
+    assert obs["three_connections"] == ["answered", "answered", "closed"]
+    assert obs["after_one_closed"] == "answered" and obs["still_open"] == "answered"
+    assert obs["after_delete"] == ["answered"] * 3
