@@ -17,8 +17,10 @@ ConfigAdminManager, ControllerConfigurationValidator and ConfigurationControlMan
   resources and keys, null values, broker ids), then APPEND/SUBTRACT on non-list configs, then
   names and values, then whether the topic exists.
 
-Simplified: dynamic broker configs that have no topic-level meaning (thread counts, quotas, SASL
-settings...) are validated, stored and described but change nothing here; listener configs cannot
+Simplified: dynamic broker configs that have no topic-level meaning (thread counts, SASL
+settings...) are validated, stored and described but change nothing here, except the connection
+limits (``max.connections``, ``max.connections.per.ip[.overrides]``,
+``max.connection.creation.rate``: server/quotas/connections.py reads them at each accept); listener configs cannot
 be changed dynamically; BROKER_LOGGER and CLIENT_METRICS resources are refused. GROUP resources
 are server/group_configs.py's.
 """
