@@ -22,6 +22,7 @@ from kafka_sidecar.storage.log_manager import CleanerConfig, DataDirError, LogMa
 
 from .config import BrokerConfig
 from .connection import Connection, admit
+from .group_configs import group_config_manager
 from .groups.coordinator import GroupCoordinator
 from .listeners import Endpoint, ListenerError, advertised_host_for, start_listener
 from .logging_setup import Progress
@@ -33,6 +34,7 @@ from .security.authorizer import create_authorizer
 from .security.credentials import ScramCredentialStore
 from .security.listener import ListenerSecurity, build_listener_security
 from .share.coordinator import ShareCoordinator
+from .telemetry.manager import subscriptions_of
 from .transactions.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
@@ -144,6 +146,10 @@ class Broker:
         try:
             self.client_quotas = await self.run_blocking(load_client_quotas, self.data_dir, self.config.get("quota.window.num"),
                                                          self.config.get("quota.window.size.seconds"))
+            # Group configs and client metrics subscriptions: read now, so a damaged file stops the
+            # start naming it rather than failing the first request that needs it.
+            await self.run_blocking(group_config_manager, self)
+            await self.run_blocking(subscriptions_of, self)
         except OSError as e:
             raise DataDirError(str(e)) from None
         raise_open_file_limit(await self.run_blocking(_count_partition_dirs, self.data_dir), self.data_dir)

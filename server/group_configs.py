@@ -252,9 +252,16 @@ class GroupConfigManager:
         self._static = set(static_names)
         self._lock = threading.Lock()
         self.configs: dict[str, dict[str, str]] = {}
-        if self.path.exists():
+        try:
             data = json.loads(self.path.read_text())
-            self.configs = {g: dict(c) for g, c in data.get("groups", {}).items()}
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except (OSError, ValueError) as e:
+            raise OSError(f"cannot read group configs {self.path}: {e}") from None
+        try:
+            self.configs = {str(g): {str(k): str(v) for k, v in c.items()} for g, c in data.get("groups", {}).items()}
+        except (AttributeError, TypeError) as e:
+            raise OSError(f"cannot read group configs {self.path}: malformed entry ({e})") from None
 
     # ---- broker side -----------------------------------------------------------------------
 

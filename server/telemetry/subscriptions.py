@@ -142,9 +142,12 @@ class ClientMetricsSubscriptions:
         except FileNotFoundError:
             return
         except (OSError, ValueError) as e:
-            log.error("ignoring %s: %s", self.path, e)
-            return
-        for name, props in (data.get("subscriptions") or {}).items():
+            # Not ignored: the next change would write over what could not be read.
+            raise OSError(f"cannot read client metrics subscriptions {self.path}: {e}") from None
+        subscriptions = data.get("subscriptions") if isinstance(data, dict) else None
+        if not isinstance(subscriptions, dict) or not all(isinstance(p, dict) for p in subscriptions.values()):
+            raise OSError(f"cannot read client metrics subscriptions {self.path}: malformed file")
+        for name, props in subscriptions.items():
             try:
                 validate(name, props)
             except SubscriptionError as e:
