@@ -21,6 +21,7 @@ from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
 )
 from kafka_sidecar.protocol.framing import RequestHeader
 
+from ..quotas.connections import is_ip
 from ..quotas.store import Alteration, Entity, QuotaError, java_order
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ async def handle_alter_client_quotas(broker: Broker, conn: Connection, header: R
              "entity": _entity_data(tuple(sorted(dict(a.components).items())))} for a in alterations]}
     # Host names of ip entities are resolved as InetAddress.getByName does, off the loop.
     hosts = {n for a in alterations for t, n in a.components if t == "ip" and n}
-    resolved = {h: await broker.run_blocking(_resolvable, h) for h in hosts if not _is_ip(h)}
+    resolved = {h: await broker.run_blocking(_resolvable, h) for h in hosts if not is_ip(h)}
     quotas = broker.client_quotas
     lock = _locks.setdefault(id(broker), asyncio.Lock())
     async with lock:
@@ -106,11 +107,3 @@ async def handle_alter_client_quotas(broker: Broker, conn: Connection, header: R
          "entity": _entity_data(entity, ordered=True)} for entity, error in results]}
 
 
-def _is_ip(host: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        return False

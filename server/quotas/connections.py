@@ -54,7 +54,7 @@ def _parse_overrides(value: str | None) -> dict[str, int]:
             continue
         host, _, count = item.rpartition(":")
         try:
-            addresses = {_normalize(host)} if _is_ip(host) else {_normalize(a[4][0]) for a in socket.getaddrinfo(host, None)}
+            addresses = {_normalize(host)} if is_ip(host) else {_normalize(a[4][0]) for a in socket.getaddrinfo(host, None)}
         except OSError:
             continue  # Kafka resolves with InetAddress.getByName; an unknown host matches nobody
         for a in addresses:
@@ -62,7 +62,8 @@ def _parse_overrides(value: str | None) -> dict[str, int]:
     return out
 
 
-def _is_ip(host: str) -> bool:
+def is_ip(host: str) -> bool:
+    """Whether ``host`` is an IP address literal (not a name to resolve)."""
     try:
         ipaddress.ip_address(host)
         return True
