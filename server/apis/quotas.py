@@ -105,5 +105,3 @@ async def handle_alter_client_quotas(broker: Broker, conn: Connection, header: R
     return {"throttle_time": 0, "entries": [
         {"error_code": 0 if error is None else error.code, "error_message": None if error is None else error.message,
          "entity": _entity_data(entity, ordered=True)} for entity, error in results]}
-
-
