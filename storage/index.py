@@ -19,12 +19,15 @@ import bisect
 import os
 import struct
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from .formats import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
 
 # Opening an index file lazily may race between a reader and the writer: one lock for all.
 _OPEN_LOCK = threading.Lock()
+# A lazy index without a segment's lock of its own loads under this one.
+_LOAD_LOCK = threading.RLock()
 _ZERO_CHUNK = 1 << 20
 
 
@@ -40,39 +43,142 @@ class _Index:
 
     entry: struct.Struct
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool, *, preallocate_at_first_write: bool = False) -> None:
-        self.path = path
+    def __init__(self, path: Path | str, base_offset: int, max_index_size: int, writable: bool, *, preallocate_at_first_write: bool = False,
+                 lazy: bool = False, lock: threading.RLock | None = None, on_load: Callable[[], None] | None = None) -> None:
+        # The path as a str for the os calls; the Path object is made when asked for (10,000
+        # partitions made 20,000 of them at start for files most of which are never opened).
+        self._path_str = os.fspath(path)
+        self._path: Path | None = path if isinstance(path, Path) else None
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry.size)
         self._fd: int | None = None  # None: not open (opened at need); -1: closed for good
         self._dirty = False  # written since the last fsync
-        self.keys: list[int] = []
-        self.values: list[int] = []
+        self._keys: list[int] = []
+        self._values: list[int] = []
         # Why the file could not be read whole (damaged), or None: the segment rebuilds it.
-        self.load_problem: str | None = None
-        self.padded = False
+        self._load_problem: str | None = None
+        self._padded = False
         # Size of the file as found at load: the zero tail past the entries lies below it.
         self._size_at_load = 0
         self._file_size = 0  # the file's length, as this index last set or found it
-        fd = self._open()
-        self._load(fd)
         # The active segment's file is preallocated to segment.index.bytes (Kafka resizes it when
         # the segment is created, and again when the log is loaded). A loaded log defers that to
         # its first index write: an idle partition then never grows and trims the file, which
         # was a third of the start's and the stop's file work with 10,000 partitions.
         self._preallocate = writable and preallocate_at_first_write
+        # Kafka's LazyIndex: a ``lazy`` index (a segment found by the loader) neither opens nor
+        # reads its file until its entries are first used (``_materialize``); ``on_load`` then
+        # runs once under ``lock`` (the segment's sanity check), before any other thread sees them.
+        self._lock = lock if lock is not None else _LOAD_LOCK
+        self._on_load = on_load
+        self._read = False  # the file's entries are in memory
+        self._loading = False  # inside ``_materialize`` (its thread holds ``_lock``)
+        self._ready = not lazy  # the entries may be used (read, and checked when ``on_load``)
+        if lazy:
+            return
+        fd = self._open()
+        self._load(fd)
+        self._read = True
         if writable and not preallocate_at_first_write:
             self.resize(self.max_entries * self.entry.size)
             self._dirty = False  # preallocated zeros: nothing to fsync
         # Nothing is written until the first append: close the file until then.
         self._release()
 
+    # ---- lazy loading (Kafka's LazyIndex) ------------------------------------------------
+
+    @property
+    def keys(self) -> list[int]:
+        if not self._ready:
+            self._materialize()
+        return self._keys
+
+    @property
+    def values(self) -> list[int]:
+        if not self._ready:
+            self._materialize()
+        return self._values
+
+    @property
+    def load_problem(self) -> str | None:
+        if not self._ready:
+            self._materialize()
+        return self._load_problem
+
+    @property
+    def padded(self) -> bool:
+        if not self._ready:
+            self._materialize()
+        return self._padded
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the entries were read from the file (for tests: an untouched index is not)."""
+        return self._read
+
+    def _materialize(self) -> None:
+        """First use of a lazy index: read the file, run ``on_load``, then publish the entries.
+        Other threads wait on ``_lock``; the loading thread itself (``_loading``) sees the raw
+        entries, which is what the sanity check reads."""
+        with self._lock:
+            if self._ready or self._loading:
+                return
+            self._loading = True
+            try:
+                self.read_entries()
+                if self._on_load is not None:
+                    self._on_load()
+            finally:
+                self._loading = False
+            self._ready = True
+
+    def read_entries(self) -> None:
+        """Read the file's entries into memory once (no check: ``on_load`` does that). A file
+        found empty by its size costs a stat, no open."""
+        with self._lock:
+            if self._read:
+                return
+            try:
+                size = os.stat(self._path_str).st_size
+            except FileNotFoundError:
+                size = -1
+            if size == 0:
+                self._size_at_load = self._file_size = 0
+            else:
+                # Missing: created, as the eager open does (the loader listed it moments ago).
+                self._load(self._open())
+                self._release()
+            self._read = True
+
+    def last_entry_unchecked(self) -> tuple[int, int] | None:
+        """The last entry (offset, position) as read, before any sanity check (None if none):
+        where the loader's check of the active segment's tail starts."""
+        self.read_entries()
+        return (self._keys[-1], self._values[-1]) if self._keys else None
+
+    def begin_check(self) -> None:
+        """The owning segment's sanity check starts (under ``_lock``): raw entries for this thread."""
+        self._loading = True
+        self.read_entries()
+
+    def end_check(self) -> None:
+        """The sanity check is over (its rebuild included): the entries may be used by all."""
+        self._loading = False
+        self._ready = True
+
+    @property
+    def path(self) -> Path:
+        p = self._path
+        if p is None:
+            p = self._path = Path(self._path_str)
+        return p
+
     def _open(self) -> int:
         fd = self._fd
         if fd is None:
             with _OPEN_LOCK:
                 if self._fd is None:
-                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                    self._fd = os.open(self._path_str, os.O_RDWR | os.O_CREAT, 0o644)
                 fd = self._fd
         if fd < 0:
             raise OSError(9, f"index {self.path} is closed")
@@ -129,16 +235,16 @@ class _Index:
                 break
             if prev_key is None and self._is_padding(a, b):
                 break
-            self.keys.append(key)
-            self.values.append(value)
+            self._keys.append(key)
+            self._values.append(value)
             prev_key = key
         # Room past the entries: normal for the active segment (preallocated), not once trimmed.
-        self.padded = size > len(self.keys) * self.entry.size
+        self._padded = size > len(self._keys) * self.entry.size
         if size % self.entry.size:
-            self.load_problem = f"size {size} is not a multiple of {self.entry.size}"
-        elif len(self.keys) < used:
+            self._load_problem = f"size {size} is not a multiple of {self.entry.size}"
+        elif len(self._keys) < used:
             # What follows the entries can only be preallocated zeros; anything else is damage.
-            self.load_problem = f"entry {len(self.keys)} is out of order"
+            self._load_problem = f"entry {len(self._keys)} is out of order"
 
     def padding_problem(self) -> str | None:
         """Whether the tail past the entries, as found at load, is all zeros (reads it: only
@@ -195,7 +301,12 @@ class _Index:
         """Cut the preallocated tail, as Kafka does when a segment becomes inactive (nothing to
         do, not even an open, when the file holds just the entries)."""
         self._preallocate = False
-        if self._file_size == self.size_in_bytes:
+        if not self._ready and not (self._read and self._padded):
+            # Never used since the load (Kafka's LazyIndex.close trims a loaded index only): the
+            # file is as found, and one found without a zero tail has nothing to cut.
+            return
+        used = self.size_in_bytes
+        if self._file_size == used:
             return
         self._dirty = True
         os.ftruncate(self._open(), self.size_in_bytes)
@@ -233,8 +344,8 @@ class _Index:
             os.close(fd)
 
     def rename(self, path: Path) -> None:
-        os.rename(self.path, path)
-        self.path = path
+        os.rename(self._path_str, path)
+        self._path_str, self._path = os.fspath(path), path
 
 
 class OffsetIndex(_Index):

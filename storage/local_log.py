@@ -207,7 +207,9 @@ class LocalLog:
         time index entry and trims its indexes, as an inactive segment's are."""
         if trim:
             seg = self.active_segment
-            if seg.max_timestamp_so_far >= 0:
+            # Untouched since the load (Kafka's LogSegment.close: maxTimestampAndOffsetSoFar
+            # unknown): the time index already ends with that entry; nothing to read or write.
+            if seg.max_timestamp_known and seg.max_timestamp_so_far >= 0:
                 seg.time_index.maybe_append(seg.max_timestamp_so_far, seg.offset_of_max_timestamp, skip_full_check=True)
             seg.trim_log()
             seg.offset_index.trim()

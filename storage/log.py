@@ -108,7 +108,8 @@ class Log:
         self.latest_delete_horizon = -1
         self.retired_segments: list[LogSegment] = []
         self.last_flush_ms = int(time.time() * 1000)
-        dir.mkdir(parents=True, exist_ok=True)
+        # The directory is made by the loader when it does not exist (one listing, no mkdir per
+        # partition found at start).
         self.producer_state = ProducerStateManager(dir, f"{topic}-{partition}")
         # (log end offset, its segment's base, its byte position) after the last append: where a
         # READ_COMMITTED read stops when the LSO is the log end (Kafka keeps this LogOffsetMetadata).

@@ -117,28 +117,34 @@ class LogLoader:
         return offsets
 
     def _load_segments(self) -> None:
-        # One listing of the directory (again only if a swap had to be completed).
-        entries = os.listdir(self.dir)
+        # One listing of the directory (again only if a swap had to be completed); a new log's
+        # directory is made here.
+        try:
+            entries = os.listdir(self.dir)
+        except FileNotFoundError:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            entries = []
         if any(e.endswith(SWAP_SUFFIX) for e in entries):
             self._complete_swaps()
             entries = os.listdir(self.dir)
         bases: set[int] = set()
         kept: list[str] = []
+        index_suffixes = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
         for entry in entries:
-            if entry.endswith(DELETED_SUFFIX) or entry.endswith(".cleaned") or entry.endswith(".tmp"):
+            if entry.endswith((DELETED_SUFFIX, ".cleaned", ".tmp")):
                 # Left by a deletion or cleaning that did not finish: Kafka removes these at load.
                 (self.dir / entry).unlink(missing_ok=True)
                 continue
             kept.append(entry)
-            if entry.endswith(LOG_SUFFIX):
-                stem = entry[: -len(LOG_SUFFIX)]
-                if stem.isdigit():
-                    bases.add(int(stem))
+            # <digits><suffix>: the digits hold no dot, so the suffix is all from the first one.
+            stem, _, _ = entry.partition(".")
+            if entry[len(stem):] == LOG_SUFFIX and stem.isdigit():
+                bases.add(int(stem))
         for entry in kept:
             # An index without its log is dropped, as Kafka does.
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                if entry.endswith(suffix) and entry[: -len(suffix)].isdigit() and int(entry[: -len(suffix)]) not in bases:
-                    (self.dir / entry).unlink(missing_ok=True)
+            stem, _, _ = entry.partition(".")
+            if entry[len(stem):] in index_suffixes and stem.isdigit() and int(stem) not in bases:
+                (self.dir / entry).unlink(missing_ok=True)
         ordered = sorted(bases)
         names = set(kept)
         self.producer_state.found_files(kept)
@@ -148,9 +154,16 @@ class LogLoader:
         if not self.segments.segments:
             self.segments.add_segment(open_segment(self.dir, 0, self.config, active=True, on_rebuild=self._mark_txn_rebuild))
             return
-        # After a crash, the segments from the recovery point on are recovered whatever their
-        # indexes hold: checking those first would be wasted (Kafka skips it the same way).
-        self._check_indexes(len(ordered) if self.clean_shutdown else self.segments.segment_index(self.recovery_point))
+        if self.clean_shutdown:
+            # Kafka's LazyIndex: after a clean stop every segment's indexes are checked at their
+            # first use (LogSegment._on_index_load), before any entry serves a read; a damaged
+            # one is rebuilt then. An idle partition reads at most its active offset index here.
+            for seg in self.segments.segments:
+                seg.defer_index_check()
+        else:
+            # After a crash, the segments from the recovery point on are recovered whatever their
+            # indexes hold: checking those first would be wasted (Kafka skips it the same way).
+            self._check_indexes(self.segments.segment_index(self.recovery_point))
         if self.clean_shutdown:
             # Nothing to recover after a clean stop, but the end of the active segment, where
             # appends go, is checked (cheaply): a torn or damaged tail is recovered as after a crash.

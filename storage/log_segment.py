@@ -12,9 +12,11 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafka_sidecar.protocol.record_batch import (
@@ -38,6 +40,9 @@ TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
+# A check deferred to an index's first use reads every entry's batch header up to this many
+# entries (a few ms); past it only the last entries are (reads check the entries they use).
+DEFERRED_FULL_CHECK_ENTRIES = 2_000
 
 
 class StorageError(Exception):
@@ -77,6 +82,95 @@ class AppendedBatch:
     max_timestamp: int
 
 
+class SegmentFile:
+    """An open ``.log`` descriptor, shared by its segment and whoever reads through it.
+
+    The pool of open files (``SegmentFilePool``) may close an inactive segment's file from any
+    thread: it only *retires* it (the segment forgets it), and the descriptor is closed when
+    the last holder lets go (CPython frees it at once then). A read holds it in a local
+    variable, a FileSlice handed to the connection holds it until the slice is sent: a file is
+    never closed under a reader, nor its number reused while a slice still names it."""
+
+    __slots__ = ("fd", "retired")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.retired = False
+
+    def __del__(self) -> None:
+        if self.retired:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+
+
+_CLOSED = SegmentFile(-1)  # a closed segment's: os calls on it fail with EBADF, as before
+
+
+def default_open_segment_files() -> int:
+    """The pool's default cap: a quarter of RLIMIT_NOFILE's soft limit, at most 10,000 (the
+    rest stays for the active segments, one each, the sockets and everything else)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        soft = 1024
+    if soft == getattr(__import__("resource"), "RLIM_INFINITY", -1) or soft <= 0:
+        soft = 40_000
+    return max(16, min(soft // 4, 10_000))
+
+
+class SegmentFilePool:
+    """A bounded LRU of the open ``.log`` files of inactive segments (one per process).
+
+    An inactive segment's ``.log`` is opened by a read and used to stay open for good: with
+    many partitions and segments that ran the process out of descriptors. Past ``cap`` the
+    least recently read inactive segment's file is retired (closed once no read holds it,
+    see SegmentFile) and reopened by its next read. Active segments are never in it."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._lock = threading.Lock()
+        self._segments: OrderedDict[int, LogSegment] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._segments)
+
+    def touch(self, seg: LogSegment) -> None:
+        """``seg``'s file was used: the most recently used now (added if new; may evict)."""
+        key = id(seg)
+        victims: list[LogSegment] = []
+        with self._lock:
+            segments = self._segments
+            if key in segments:
+                segments.move_to_end(key)
+                return
+            segments[key] = seg
+            while len(segments) > self.cap:
+                victims.append(segments.popitem(last=False)[1])
+        for victim in victims:
+            victim._retire_file()
+
+    def discard(self, seg: LogSegment) -> None:
+        with self._lock:
+            self._segments.pop(id(seg), None)
+
+    def set_cap(self, cap: int) -> None:
+        """Change the cap (closing what is over it now)."""
+        victims: list[LogSegment] = []
+        with self._lock:
+            self.cap = max(1, cap)
+            while len(self._segments) > self.cap:
+                victims.append(self._segments.popitem(last=False)[1])
+        for victim in victims:
+            victim._retire_file()
+
+
+SEGMENT_FILES = SegmentFilePool(default_open_segment_files())
+
+
 @dataclass
 class FileSlice:
     """A byte range of a segment file, for sendfile or pread."""
@@ -85,12 +179,148 @@ class FileSlice:
     path: Path
     position: int
     size: int
+    # Keeps ``fd`` open while the slice lives (the pool may retire the segment's file meanwhile).
+    file: SegmentFile | None = field(default=None, repr=False, compare=False)
 
     def read(self) -> bytes:
         return os.pread(self.fd, self.size, self.position)
 
 
-class LogSegment:
+class SegmentFiles:
+    """The part of LogSegment that opens its files at need: the ``.log`` descriptor (shared
+    with the pool of open files, SEGMENT_FILES), the lazy indexes' deferred sanity check and
+    the largest timestamp read from the time index at its first use."""
+
+    active: bool
+    dir: Path
+    base_offset: int
+    offset_index: OffsetIndex
+    time_index: TimeIndex
+    _log_path_str: str
+    _fd: int | None
+    _file_ref: SegmentFile | None
+    _preallocated: bool
+    _max_ts: tuple[int, int] | None
+    _deferred_check: bool
+
+    def rebuild_indexes(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def fd(self) -> int:
+        """The .log's file descriptor, opened at the first use (-1 once closed: EBADF, as before).
+        Writers (the active segment, never retired) use it; reads hold ``_file()`` instead."""
+        return self._file().fd
+
+    def _file(self) -> SegmentFile:
+        """The open .log (opened at need), to hold for the length of a read: an inactive
+        segment's file counts in SEGMENT_FILES, which may retire the least recently used."""
+        f = self._file_ref
+        if f is None:
+            with _OPEN_LOCK:
+                f = self._file_ref
+                if f is None:
+                    f = self._file_ref = SegmentFile(os.open(self._log_path_str, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644))
+                    self._fd = f.fd
+        if not self.active and f.fd >= 0:
+            SEGMENT_FILES.touch(self)
+        return f
+
+    def _retire_file(self) -> None:
+        """The pool closes this inactive segment's file (when the last reader lets go of it)."""
+        with _OPEN_LOCK:
+            f = self._file_ref
+            if self.active or f is None or f.fd < 0:
+                return
+            self._file_ref, self._fd = None, None
+            f.retired = True
+        del f  # closed here unless a read or a FileSlice still holds it
+
+    def _close_file(self, forever: bool) -> None:
+        """Close the .log now (``forever``: later uses fail with EBADF, as after close())."""
+        SEGMENT_FILES.discard(self)
+        with _OPEN_LOCK:
+            f = self._file_ref
+            self._file_ref, self._fd = (_CLOSED, -1) if forever else (None, None)
+            if f is not None and f.fd >= 0:
+                f.retired = False
+                os.close(f.fd)
+
+    def _preallocate(self, length: int) -> None:
+        """Grow the new, empty file to ``length`` (sparse, as Java's setLength) and write at
+        positions from now on (an O_APPEND descriptor would write past the zeros)."""
+        self._close_file(forever=False)
+        with _OPEN_LOCK:
+            f = self._file_ref = SegmentFile(os.open(self._log_path_str, os.O_RDWR | os.O_CREAT, 0o644))
+            self._fd = f.fd
+        os.ftruncate(f.fd, length)
+        self._preallocated = True
+
+    # ---- the time index's last entry, read at first use ------------------------------
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        m = self._max_ts
+        if m is None:
+            m = self._max_ts = self.time_index.last_entry
+        return m[0]
+
+    @max_timestamp_so_far.setter
+    def max_timestamp_so_far(self, value: int) -> None:
+        m = self._max_ts if self._max_ts is not None else self.time_index.last_entry
+        self._max_ts = (value, m[1])
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        m = self._max_ts
+        if m is None:
+            m = self._max_ts = self.time_index.last_entry
+        return m[1]
+
+    @offset_of_max_timestamp.setter
+    def offset_of_max_timestamp(self, value: int) -> None:
+        m = self._max_ts if self._max_ts is not None else self.time_index.last_entry
+        self._max_ts = (m[0], value)
+
+    @property
+    def max_timestamp_known(self) -> bool:
+        """Whether the largest timestamp was read or set since the load (a clean close writes
+        the final time index entry only then, as Kafka's LogSegment.close)."""
+        return self._max_ts is not None
+
+    # ---- the loader's deferred index check (Kafka's LazyIndex) -------------------------
+
+    def defer_index_check(self) -> None:
+        """Clean load: check the indexes at their first use instead of now (``_on_index_load``)."""
+        self._deferred_check = True
+
+    @property
+    def index_check_pending(self) -> bool:
+        return self._deferred_check
+
+    def _on_index_load(self) -> None:
+        """First use of either index (under ``_index_lock``; other threads wait): read both and,
+        if the loader deferred it, run its sanity check; a damaged index is rebuilt from the log
+        before any entry is used. The .log is not CRC-checked here: a clean stop left it whole
+        (its tail was checked at load)."""
+        oi, ti = self.offset_index, self.time_index
+        oi.begin_check()
+        ti.begin_check()
+        try:
+            if self._deferred_check:
+                self._deferred_check = False
+                problem = segment_index_problem(self, full=oi.entries + ti.entries <= DEFERRED_FULL_CHECK_ENTRIES)
+                if problem is None and not self.active and (oi.padded or ti.padded):
+                    problem = "indexes of an inactive segment are not trimmed"
+                if problem is not None:
+                    log.warning("%s: %s; rebuilding the indexes of segment %d", self.dir.name, problem, self.base_offset)
+                    self.rebuild_indexes()
+        finally:
+            oi.end_check()
+            ti.end_check()
+
+
+class LogSegment(SegmentFiles):
     def __init__(
         self,
         dir: Path,
@@ -106,75 +336,65 @@ class LogSegment:
         self.dir = dir
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
+        self.active = active  # its indexes are preallocated (trimmed once it becomes inactive)
         prefix = filename_prefix(base_offset)
         self.log_path = dir / (prefix + LOG_SUFFIX + suffix)
+        self._log_path_str = str(self.log_path)
         # The .log of an inactive segment is opened at its first read (most are never read
-        # after a restart); the active one, where appends go, at once.
+        # after a restart); the active one, where appends go, at once. ``_fd`` mirrors
+        # ``_file.fd`` (None: not open; -1: closed for good).
         self._fd: int | None = None
+        self._file_ref: SegmentFile | None = None
         # ``preallocate``: the new file's length (the topic's ``preallocate``: segment.bytes),
         # written at positions from ``size`` on and cut back to ``size`` when the segment stops
         # being active or is closed (Kafka's FileRecords with preallocate). 0: plain appends.
         self._preallocated = False
         try:
-            self.size = os.stat(self.log_path).st_size if not active else -1
+            self.size = os.stat(self._log_path_str).st_size if not active else -1
         except FileNotFoundError:
             self.size = -1
         if self.size < 0:
             self.size = os.fstat(self.fd).st_size
             if preallocate > 0 and self.size == 0:
                 self._preallocate(preallocate)
-        # ``loaded``: an existing segment opened by the log loader (its active indexes are
-        # preallocated at their first write, not at load).
-        self.offset_index = OffsetIndex(dir / (prefix + INDEX_SUFFIX + suffix), base_offset, max_index_size, active, preallocate_at_first_write=loaded)
-        self.time_index = TimeIndex(dir / (prefix + TIME_INDEX_SUFFIX + suffix), base_offset, max_index_size, active, preallocate_at_first_write=loaded)
+        # ``loaded``: an existing segment opened by the log loader: its indexes are lazy (Kafka's
+        # LazyIndex: opened and read at their first use, when ``_on_index_load`` runs the
+        # sanity check the loader deferred, if it did) and the active ones are preallocated at
+        # their first write, not at load.
+        self._index_lock = threading.RLock()
+        self._deferred_check = False
+        stem = f"{self._log_path_str[: -len(LOG_SUFFIX + suffix + prefix)]}{prefix}"
+        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + suffix, base_offset, max_index_size, active, preallocate_at_first_write=loaded,
+                                        lazy=loaded, lock=self._index_lock, on_load=self._on_index_load)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + suffix, base_offset, max_index_size, active, preallocate_at_first_write=loaded,
+                                    lazy=loaded, lock=self._index_lock, on_load=self._on_index_load)
         # Aborted transactions whose ABORT marker is in this segment; the file exists only once it has an entry.
         self.txn_index = TransactionIndex(dir / (prefix + TXN_INDEX_SUFFIX + suffix), base_offset)
         self.created_ms = int(time.time() * 1000)
         self.bytes_since_last_index_entry = 0
-        self.max_timestamp_so_far, self.offset_of_max_timestamp = self.time_index.last_entry
+        # Kafka's maxTimestampAndOffsetSoFar: read from the time index at its first use (None until then).
+        self._max_ts: tuple[int, int] | None = None if loaded else self.time_index.last_entry
         self.rolling_based_timestamp: int | None = None
         self.next_offset_hint: int | None = None  # next offset after the last batch, once known
         self.deleted = False
-        self.active = active  # its indexes are preallocated (trimmed once it becomes inactive)
         # Bytes past ``size`` that a failed append could not cut off (read-only disk): cut before the next write.
         self._dirty_tail = False
         self._index_warned = False
 
-    @property
-    def fd(self) -> int:
-        """The .log's file descriptor, opened at the first use (-1 once closed: EBADF, as before)."""
-        fd = self._fd
-        if fd is None:
-            with _OPEN_LOCK:
-                if self._fd is None:
-                    self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-                fd = self._fd
-        return fd
-
-    def _preallocate(self, length: int) -> None:
-        """Grow the new, empty file to ``length`` (sparse, as Java's setLength) and write at
-        positions from now on (an O_APPEND descriptor would write past the zeros)."""
-        with _OPEN_LOCK:
-            fd, self._fd = self._fd, None
-            if fd is not None and fd >= 0:
-                os.close(fd)
-            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        os.ftruncate(self._fd, length)
-        self._preallocated = True
-
     def trim_log(self) -> None:
         """Cut a preallocated file back to its bytes (roll and clean close: Kafka's FileRecords.trim)."""
         if self._preallocated:
-            os.ftruncate(self.fd, self.size)
+            os.ftruncate(self._file().fd, self.size)
             self._preallocated = False
 
     def _write(self, data: bytes | bytearray | memoryview, pos: int) -> None:
+        f = self._file()  # held: the cleaner writes to an inactive (.cleaned) segment
         if not self._preallocated:
-            _write_all(self.fd, data)
+            _write_all(f.fd, data)
             return
         view = memoryview(data)
         while view:
-            n = os.pwrite(self.fd, view, pos)
+            n = os.pwrite(f.fd, view, pos)
             if n <= 0:
                 raise OSError(28, "short write")
             view, pos = view[n:], pos + n
@@ -186,14 +406,12 @@ class LogSegment:
         self.offset_index.release()
         self.time_index.release()
         if not self.active:
-            with _OPEN_LOCK:
-                if self._fd is not None and self._fd >= 0:
-                    os.close(self._fd)
-                    self._fd = None
+            self._close_file(forever=False)
 
     def open_file_count(self) -> int:
         """File descriptors this segment holds (.log and indexes; for tests and metrics)."""
-        n = 1 if self._fd is not None and self._fd >= 0 else 0
+        f = self._file_ref
+        n = 1 if f is not None and f.fd >= 0 else 0
         return n + self.offset_index.is_open + self.time_index.is_open + (self.txn_index._fd is not None)
 
     # ---- appending ----------------------------------------------------------------
@@ -257,12 +475,13 @@ class LogSegment:
 
     def _cut(self, size: int) -> None:
         """Remove the bytes from ``size`` on (a preallocated file keeps its length: zeros)."""
+        f = self._file()
         if self._preallocated:
-            length = os.fstat(self.fd).st_size
-            os.ftruncate(self.fd, size)
-            os.ftruncate(self.fd, max(length, size))
+            length = os.fstat(f.fd).st_size
+            os.ftruncate(f.fd, size)
+            os.ftruncate(f.fd, max(length, size))
         else:
-            os.ftruncate(self.fd, size)
+            os.ftruncate(f.fd, size)
 
     def should_roll(self, messages_size: int, max_timestamp: int, max_offset: int, max_segment_bytes: int, roll_ms: int, now_ms: int) -> bool:
         """Kafka's LogSegment.shouldRoll: size, time (record timestamps), full indexes, offset range."""
@@ -282,7 +501,7 @@ class LogSegment:
 
     def _load_rolling_based_timestamp(self) -> int | None:
         if self.rolling_based_timestamp is None and self.size >= BATCH_HEADER_SIZE:
-            self.rolling_based_timestamp = read_header(os.pread(self.fd, BATCH_HEADER_SIZE, 0)).max_timestamp
+            self.rolling_based_timestamp = read_header(os.pread(self._file().fd, BATCH_HEADER_SIZE, 0)).max_timestamp
         return self.rolling_based_timestamp
 
     def on_become_inactive(self) -> None:
@@ -305,6 +524,8 @@ class LogSegment:
         self.time_index.release()
         self.active = False
         self.txn_index.close_writer()
+        if self._file_ref is not None and self._file_ref.fd >= 0:
+            SEGMENT_FILES.touch(self)  # inactive now: its open .log counts in the pool
 
     # ---- reading ------------------------------------------------------------------
 
@@ -312,8 +533,9 @@ class LogSegment:
         """Yield (position, header) of each complete batch from ``position`` (headers only)."""
         end = self.size if end is None else end
         pos = position
+        f = self._file()  # held while the generator lives
         while end - pos >= BATCH_HEADER_SIZE:
-            raw = os.pread(self.fd, BATCH_HEADER_SIZE, pos)
+            raw = os.pread(f.fd, BATCH_HEADER_SIZE, pos)
             if len(raw) < BATCH_HEADER_SIZE:
                 return
             h = read_header(raw)
@@ -339,7 +561,7 @@ class LogSegment:
         entry_offset, pos = self.offset_index.lookup(offset)
         if pos == 0:
             return 0
-        raw = os.pread(self.fd, BATCH_HEADER_SIZE, pos) if pos + BATCH_HEADER_SIZE <= self.size else b""
+        raw = os.pread(self._file().fd, BATCH_HEADER_SIZE, pos) if pos + BATCH_HEADER_SIZE <= self.size else b""
         if len(raw) == BATCH_HEADER_SIZE:
             h = read_header(raw)
             if h.magic == 2 and h.last_offset == entry_offset:
@@ -371,7 +593,8 @@ class LogSegment:
         if adjusted <= 0:
             return None
         size = min(limit - start, adjusted)
-        return FileSlice(self.fd, self.log_path, start, size)
+        f = self._file()
+        return FileSlice(f.fd, self.log_path, start, size, f)
 
     def fetch_upper_bound_offset(self, position: int) -> int | None:
         """Kafka's OffsetIndex.fetchUpperBoundOffset: the offset of the first index entry at or
@@ -381,7 +604,7 @@ class LogSegment:
         return self.offset_index.keys[i] if i < len(values) else None
 
     def read_batch_bytes(self, position: int, size: int) -> bytes:
-        return os.pread(self.fd, size, position)
+        return os.pread(self._file().fd, size, position)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch with max timestamp >= ``timestamp``."""
@@ -451,6 +674,7 @@ class LogSegment:
 
     def rebuild_indexes(self) -> None:
         """Rebuild both indexes from the batch headers, without cutting anything off the log."""
+        self._deferred_check = False
         self.offset_index.reset()
         self.time_index.reset()
         self.bytes_since_last_index_entry = 0
@@ -470,6 +694,9 @@ class LogSegment:
         if not self.active:
             self.offset_index.trim()
             self.time_index.trim()
+            # An inactive segment keeps no index file open (reopened at need).
+            self.offset_index.release()
+            self.time_index.release()
         self.next_offset_hint = nxt
 
     # ---- recovery -----------------------------------------------------------------
@@ -479,22 +706,24 @@ class LogSegment:
 
         Returns the number of bytes truncated. Checks every batch's CRC.
         """
+        self._deferred_check = False  # everything is rebuilt from the log: nothing left to check
         self.offset_index.reset()
         self.time_index.reset()
         self.bytes_since_last_index_entry = 0
         self.max_timestamp_so_far, self.offset_of_max_timestamp = -1, self.base_offset
         self.rolling_based_timestamp = None
         valid = 0
-        file_size = os.fstat(self.fd).st_size
+        f = self._file()
+        file_size = os.fstat(f.fd).st_size
         self.size = file_size
         pos = 0
         prev_last = self.base_offset - 1
         while file_size - pos >= BATCH_HEADER_SIZE:
-            raw = os.pread(self.fd, BATCH_HEADER_SIZE, pos)
+            raw = os.pread(f.fd, BATCH_HEADER_SIZE, pos)
             h = read_header(raw)
             if h.magic != 2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + h.size > file_size:
                 break
-            data = os.pread(self.fd, h.size, pos)
+            data = os.pread(f.fd, h.size, pos)
             # The CRC does not cover the base offset: offsets must also go up, from the segment's base.
             if compute_crc(data, 0, h.size) != h.crc or h.base_offset <= prev_last or h.last_offset_delta < 0:
                 break
@@ -516,7 +745,7 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True)
         truncated = file_size - valid
         if truncated:
-            os.ftruncate(self.fd, valid)
+            os.ftruncate(f.fd, valid)
             self.size = valid
         if valid == 0:
             self.next_offset_hint = self.base_offset
@@ -531,7 +760,7 @@ class LogSegment:
         if h.base_offset < offset:
             pos += h.size
         removed = self.size - pos
-        os.ftruncate(self.fd, pos)
+        os.ftruncate(self._file().fd, pos)
         self.size = pos
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
@@ -543,16 +772,13 @@ class LogSegment:
     # ---- lifecycle ----------------------------------------------------------------
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        os.fsync(self._file().fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
 
     def close(self) -> None:
-        with _OPEN_LOCK:
-            fd, self._fd = self._fd, -1
-        if fd is not None and fd >= 0:
-            os.close(fd)
+        self._close_file(forever=True)
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()
@@ -565,8 +791,8 @@ class LogSegment:
         return out
 
     def last_modified_ms(self) -> int:
-        fd = self._fd
-        st = os.fstat(fd) if fd is not None and fd >= 0 else os.stat(self.log_path)
+        f = self._file_ref
+        st = os.fstat(f.fd) if f is not None and f.fd >= 0 else os.stat(self._log_path_str)
         return int(st.st_mtime * 1000)
 
     def change_suffix(self, old: str, new: str) -> None:
@@ -579,6 +805,7 @@ class LogSegment:
         if self.log_path.exists():
             os.rename(self.log_path, new_log)
         self.log_path = new_log
+        self._log_path_str = str(new_log)
         for idx in (self.offset_index, self.time_index):
             if idx.path.exists():
                 idx.rename(renamed(idx.path))
@@ -592,11 +819,17 @@ def segment_tail_problem(seg: LogSegment) -> str | None:
     ``index.interval.bytes`` plus one batch, CRC-checked) still catches a torn
     or damaged end of the active segment, where the next append would go.
     """
-    pos = seg.offset_index.values[-1] if seg.offset_index.keys else 0
+    # The last entry's position, unchecked (the offset index's own check may be deferred to its
+    # first use): a wrong one fails the walk below, and the recovery then rebuilds the index.
+    entry = seg.offset_index.last_entry_unchecked()
+    pos = entry[1] if entry is not None else 0
+    if pos and pos >= seg.size:
+        return f"offset index {seg.offset_index.path.name}: last entry at position {pos} is past the end of {seg.log_path.name}"
     prev_last = seg.base_offset - 1
     first = True
+    f = seg._file()
     while pos < seg.size:
-        raw = os.pread(seg.fd, BATCH_HEADER_SIZE, pos)
+        raw = os.pread(f.fd, BATCH_HEADER_SIZE, pos)
         if len(raw) < BATCH_HEADER_SIZE:
             return f"{seg.size - pos} stray bytes at the end of {seg.log_path.name}"
         h = read_header(raw)
@@ -604,11 +837,18 @@ def segment_tail_problem(seg: LogSegment) -> str | None:
             return f"no valid batch at position {pos} of {seg.log_path.name}"
         if (h.base_offset <= prev_last and not first) or h.base_offset < seg.base_offset or h.last_offset < h.base_offset:
             return f"batch at position {pos} of {seg.log_path.name} has offset {h.base_offset} out of order"
-        if compute_crc(os.pread(seg.fd, h.size, pos), 0, h.size) != h.crc:
+        if first and entry is not None and h.last_offset != entry[0]:
+            # The batch the last index entry names (the CRC does not cover the base offset).
+            return f"batch at position {pos} of {seg.log_path.name} has last offset {h.last_offset}, its index entry says {entry[0]}"
+        if compute_crc(os.pread(f.fd, h.size, pos), 0, h.size) != h.crc:
             return f"batch at position {pos} of {seg.log_path.name} fails its CRC check"
         prev_last = h.last_offset
         first = False
         pos += h.size
+    if not first:
+        seg.next_offset_hint = prev_last + 1  # the log end: no index lookup needed for it
+    elif seg.size == 0:
+        seg.next_offset_hint = seg.base_offset
     return None
 
 
@@ -635,7 +875,7 @@ def segment_index_problem(seg: LogSegment, full: bool = False) -> str | None:
         prev = pos
     for i in range(len(oi.keys) if full else min(1, len(oi.keys))):
         off, pos = oi.keys[-1 - i], oi.values[-1 - i]
-        raw = os.pread(seg.fd, BATCH_HEADER_SIZE, pos)
+        raw = os.pread(seg._file().fd, BATCH_HEADER_SIZE, pos)
         h = read_header(raw) if len(raw) == BATCH_HEADER_SIZE else None
         if h is None or h.magic != 2 or h.last_offset != off:
             return f"offset index {oi.path.name}: entry ({off}, {pos}) does not point at its batch"

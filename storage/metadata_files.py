@@ -9,6 +9,7 @@ what they hold and how a damaged one is told from a good one. Topic ids are Kafk
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import os
@@ -123,6 +124,10 @@ def write_topics_file(data_dir: Path, topics: dict[str, dict[str, Any]]) -> None
 
 def check_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
     """Write partition.metadata if it is missing, unreadable or names another topic id."""
+    # The usual case, what write_partition_metadata wrote, is one compare of the bytes (one
+    # open and read per partition at start, no text decoding nor Path objects).
+    if _read_small(f"{path}/{PARTITION_METADATA}") == _partition_metadata_bytes(topic_id):
+        return
     found = read_partition_metadata(path)
     if found == topic_id:
         return
@@ -150,5 +155,24 @@ def read_partition_metadata(path: Path) -> uuid.UUID | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)
+def _partition_metadata_bytes(topic_id: uuid.UUID) -> bytes:
+    return f"version: 0\ntopic_id: {kafka_uuid_str(topic_id)}".encode()
+
+
+def _read_small(path: str) -> bytes | None:
+    """A small file's bytes (up to 4 KiB), or None if it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
-    checkpoint.atomic_write(path / PARTITION_METADATA, f"version: 0\ntopic_id: {kafka_uuid_str(topic_id)}".encode())
+    checkpoint.atomic_write(path / PARTITION_METADATA, _partition_metadata_bytes(topic_id))
