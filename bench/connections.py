@@ -5,6 +5,7 @@
     python -m bench.connections --no-reference --json /tmp/ours.json
     python -m bench.connections --rounds 3              # ours, Kafka, ours, ... : medians per point
     python -m bench.connections --sidecar-pythonpath /tmp/base   # another build of ours (see README)
+    python -m bench.connections --sidecar-processes 2   # ours as 2 processes, partitions spread
 
 The client is this process: raw requests over asyncio Protocols, each request frame built once
 with the project's own encoders (``protocol/messages.py``, ``protocol/records.py``) and written
@@ -21,6 +22,11 @@ what a producer with ``max.in.flight.requests.per.connection=1`` does).
   (batches of 100 x 1,000 B); consumer j fetches the partitions p with p mod M = j (as a group
   of M would share them), Fetch v12 with ``max_wait_ms`` 500, 1 MiB per partition, from offset 0
   to the end and again from 0, for ``--seconds``: MB/s of record batch bytes.
+- **--sidecar-processes N**: ours as N independent server processes (own port and data dir
+  each); every topic is created on each and partition p is written and read only on process
+  p mod N (``leader_index``), so a connection goes to the process that leads its partition:
+  docs/scaling.md's N brokers on one host with static leadership, the routing done here instead
+  of by Metadata. Figures are totals over the processes; the reference stays one broker.
 """
 
 from __future__ import annotations
@@ -183,22 +189,42 @@ async def _connect(host: str, port: int, factory: Any) -> Any:
     raise AssertionError
 
 
+def leader_index(partition: int, processes: int) -> int:
+    """Which of N processes leads a partition: the static spread docs/scaling.md plans
+    (``1 + (hash(topic) + p) mod N`` there; the topic's offset does not matter to the bench)."""
+    return partition % processes
+
+
 async def produce_load(bootstrap: str, topic: str, partitions: int, connections: int, cfg: argparse.Namespace,
                        pid: int | None = None) -> dict[str, Any]:
-    host, _, port = bootstrap.rpartition(":")
+    """N producer connections to one broker."""
+    return await produce_load_spread([bootstrap], topic, partitions, connections, cfg, [pid])
+
+
+async def produce_load_spread(bootstraps: list[str], topic: str, partitions: int, connections: int,
+                              cfg: argparse.Namespace, pids: list[int | None] | None = None) -> dict[str, Any]:
+    """N producer connections over one or more broker processes: connection i writes partition
+    i mod ``partitions`` on the process that leads it (``leader_index``), as a client routing by
+    Metadata would. One pool of latencies; throughput and broker CPU are totals over the processes."""
+    pids = pids or [None] * len(bootstraps)
     requests = [produce_frame(topic, p, cfg.batch_records, cfg.value_size, 1) for p in range(partitions)]
     stats: dict[str, Any] = {"measuring": False, "latencies": [], "errors": {}}
     error_at = produce_error_offset(topic)
     conns: list[ProduceConnection] = []
+
+    def target(i: int) -> tuple[str, int]:
+        host, _, port = bootstraps[leader_index(i % partitions, len(bootstraps))].rpartition(":")
+        return host, int(port)
+
     for i in range(0, connections, 50):  # connect in steps: a listen backlog is not unbounded
-        conns += await asyncio.gather(*[_connect(host, int(port), lambda i=j: ProduceConnection(requests[i % partitions], error_at, stats))
+        conns += await asyncio.gather(*[_connect(*target(j), lambda i=j: ProduceConnection(requests[i % partitions], error_at, stats))
                                         for j in range(i, min(i + 50, connections))])
     await asyncio.sleep(cfg.warmup)
-    cpu0, t0, server0 = time.process_time(), time.perf_counter(), cpu_seconds(pid)
+    cpu0, t0, server0, host0 = time.process_time(), time.perf_counter(), _cpu_total(pids), host_cpu()
     stats["measuring"] = True
     await asyncio.sleep(cfg.seconds)
     stats["measuring"] = False
-    elapsed, cpu, server1 = time.perf_counter() - t0, time.process_time() - cpu0, cpu_seconds(pid)
+    elapsed, cpu, server1, host1 = time.perf_counter() - t0, time.process_time() - cpu0, _cpu_total(pids), host_cpu()
     for c in conns:
         c.running = False
     await asyncio.sleep(0.2)
@@ -212,16 +238,52 @@ async def produce_load(bootstrap: str, topic: str, partitions: int, connections:
         return round(lat[min(n - 1, int(q * n))] * 1000, 3) if n else None
 
     return {
-        "connections": connections, "seconds": round(elapsed, 3), "requests": n,
+        "connections": connections, "processes": len(bootstraps), "seconds": round(elapsed, 3), "requests": n,
         "requests_per_s": round(n / elapsed, 1),
         "mb_per_s": round(n * cfg.batch_records * cfg.value_size / elapsed / 1e6, 2),
         "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": round(lat[-1] * 1000, 3) if n else None,
         "errors": stats["errors"], "client_cpu_pct": round(100 * cpu / elapsed, 1),
-        # The broker's CPU (all its threads) per answered request: what noise on a shared machine
-        # moves least, so the figure to compare builds of ours by.
+        # The broker's CPU (all its threads, all its processes) per answered request: what noise
+        # on a shared machine moves least, so the figure to compare builds of ours by.
         "server_cpu_pct": round(100 * (server1 - server0) / elapsed, 1) if server0 is not None and server1 is not None else None,
         "server_cpu_us_per_request": round(1e6 * (server1 - server0) / n, 1) if n and server0 is not None and server1 is not None else None,
+        # The whole machine's busy share of all its cores over the window: on a shared machine,
+        # busy minus the broker and the client is what other work took; but the kernel's softirq
+        # time (loopback TCP delivery of both sides, charged to no process) is in it, and apart.
+        "host_cpu_busy_pct": _share(host0, host1, 0),
+        "host_softirq_pct": _share(host0, host1, 2),
+        "load_average": round(os.getloadavg()[0], 2),
     }
+
+
+def host_cpu() -> tuple[int, int, int] | None:
+    """(busy, total, softirq) jiffies of all cores from /proc/stat's cpu line (busy: all but idle
+    and iowait)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    total = sum(fields[:8])  # user..steal; guest time is already counted in user
+    return total - fields[3] - fields[4], total, fields[6]
+
+
+def _share(before: tuple[int, int, int] | None, after: tuple[int, int, int] | None, field: int) -> float | None:
+    """A /proc/stat figure's share of all cores' time between two ``host_cpu()`` readings, in %."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return round(100 * (after[field] - before[field]) / (after[1] - before[1]), 1)
+
+
+def _cpu_total(pids: list[int | None]) -> float | None:
+    """utime + stime summed over the broker processes (None if any is unknown)."""
+    total = 0.0
+    for pid in pids:
+        got = cpu_seconds(pid)
+        if got is None:
+            return None
+        total += got
+    return total
 
 
 class FetchConnection(_Frames):
@@ -262,11 +324,25 @@ class FetchConnection(_Frames):
 
 
 async def fetch_load(bootstrap: str, topic: str, partitions: int, consumers: int, cfg: argparse.Namespace) -> dict[str, Any]:
-    host, _, port = bootstrap.rpartition(":")
+    """M consumers of one broker."""
+    return await fetch_load_spread([bootstrap], topic, partitions, consumers, cfg)
+
+
+async def fetch_load_spread(bootstraps: list[str], topic: str, partitions: int, consumers: int,
+                            cfg: argparse.Namespace) -> dict[str, Any]:
+    """M consumers over one or more broker processes: consumer j's partitions (p mod M = j) are
+    fetched from the process that leads each (one connection per process it needs, as a client
+    keeps one per broker)."""
     stats: dict[str, Any] = {"measuring": False, "bytes": 0, "errors": {}}
-    conns = await asyncio.gather(*[
-        _connect(host, int(port), lambda j=j: FetchConnection(topic, [p for p in range(partitions) if p % consumers == j], stats))
-        for j in range(consumers)])
+    wanted = []
+    for j in range(consumers):
+        for k, bootstrap in enumerate(bootstraps):
+            mine = [p for p in range(partitions) if p % consumers == j and leader_index(p, len(bootstraps)) == k]
+            if mine:
+                host, _, port = bootstrap.rpartition(":")
+                wanted.append((host, int(port), mine))
+    conns = await asyncio.gather(*[_connect(host, port, lambda mine=mine: FetchConnection(topic, mine, stats))
+                                   for host, port, mine in wanted])
     await asyncio.sleep(cfg.warmup)
     cpu0, t0 = time.process_time(), time.perf_counter()
     stats["measuring"] = True
@@ -279,16 +355,19 @@ async def fetch_load(bootstrap: str, topic: str, partitions: int, consumers: int
     for c in conns:
         if c.transport is not None:
             c.transport.close()
-    return {"consumers": consumers, "seconds": round(elapsed, 3), "mb_per_s": round(stats["bytes"] / elapsed / 1e6, 2),
-            "errors": stats["errors"], "client_cpu_pct": round(100 * cpu / elapsed, 1)}
+    return {"consumers": consumers, "processes": len(bootstraps), "seconds": round(elapsed, 3),
+            "mb_per_s": round(stats["bytes"] / elapsed / 1e6, 2), "errors": stats["errors"],
+            "client_cpu_pct": round(100 * cpu / elapsed, 1), "load_average": round(os.getloadavg()[0], 2)}
 
 
-async def fill(bootstrap: str, topic: str, partitions: int, mb: float) -> None:
-    """``mb`` MB of 100 x 1,000 B batches into the topic, spread over its partitions."""
+async def fill(bootstrap: str, topic: str, partitions: int, mb: float, only: list[int] | None = None) -> None:
+    """``mb`` MB of 100 x 1,000 B batches into the topic, spread over its partitions (or over
+    ``only`` of them: those one process leads)."""
     host, _, port = bootstrap.rpartition(":")
     per_request = 100 * 1000
     total = int(mb * 1e6 / per_request)
-    requests = [produce_frame(topic, p, 100, 1000, 1) for p in range(partitions)]
+    chosen = list(range(partitions)) if only is None else only
+    requests = {p: produce_frame(topic, p, 100, 1000, 1) for p in chosen}
     error_at = produce_error_offset(topic)
     left = [total]
     done = asyncio.get_running_loop().create_future()
@@ -309,7 +388,7 @@ async def fill(bootstrap: str, topic: str, partitions: int, mb: float) -> None:
                 return
             self.send()
 
-    conns = [await _connect(host, int(port), lambda p=p: Filler(requests[p], error_at, {})) for p in range(partitions)]
+    conns = [await _connect(host, int(port), lambda p=p: Filler(requests[p], error_at, {})) for p in chosen]
     await done
     for c in conns:
         c.transport.close()  # type: ignore[union-attr]
@@ -337,44 +416,71 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 
 
 def run_loads(bootstrap: str, label: str, cfg: argparse.Namespace, pid: int | None = None) -> dict[str, Any]:
+    """Every point of the run against one broker."""
+    return run_loads_spread([bootstrap], label, cfg, [pid])
+
+
+def run_loads_spread(bootstraps: list[str], label: str, cfg: argparse.Namespace,
+                     pids: list[int | None] | None = None) -> dict[str, Any]:
+    """Every point of the run against one or more broker processes: each topic is created on every
+    process and each process gets the requests of the partitions it leads (``leader_index``)."""
     out: dict[str, Any] = {"produce": [], "fetch": []}
+    n_proc = len(bootstraps)
     for n in cfg.connections:
         topic = f"conn{n}-{time.monotonic_ns()}"
-        create_topic(bootstrap, topic, cfg.partitions)
-        r = asyncio.run(produce_load(bootstrap, topic, cfg.partitions, n, cfg, pid))
+        for bootstrap in bootstraps:
+            create_topic(bootstrap, topic, cfg.partitions)
+        r = asyncio.run(produce_load_spread(bootstraps, topic, cfg.partitions, n, cfg, pids))
         log(f"{label}: produce x{n}: {r['mb_per_s']} MB/s, {r['requests_per_s']} req/s, p50 {r['p50_ms']} ms, "
             f"p99 {r['p99_ms']} ms, errors {r['errors']}, client CPU {r['client_cpu_pct']}%, "
-            f"broker CPU {r['server_cpu_pct']}% = {r['server_cpu_us_per_request']} us/request")
+            f"broker CPU {r['server_cpu_pct']}% = {r['server_cpu_us_per_request']} us/request, "
+            f"machine busy {r['host_cpu_busy_pct']}% of {os.cpu_count()} cores (softirq {r['host_softirq_pct']}%), "
+            f"load average {r['load_average']}")
         out["produce"].append(r)
     if cfg.consumers:
         topic = f"fetch-{time.monotonic_ns()}"
-        create_topic(bootstrap, topic, cfg.partitions)
-        asyncio.run(fill(bootstrap, topic, cfg.partitions, cfg.fetch_mb))
+        for k, bootstrap in enumerate(bootstraps):
+            create_topic(bootstrap, topic, cfg.partitions)
+            mine = [p for p in range(cfg.partitions) if leader_index(p, n_proc) == k]
+            if mine:
+                asyncio.run(fill(bootstrap, topic, cfg.partitions, cfg.fetch_mb * len(mine) / cfg.partitions, only=mine))
         for m in cfg.consumers:
-            r = asyncio.run(fetch_load(bootstrap, topic, cfg.partitions, m, cfg))
-            log(f"{label}: fetch x{m}: {r['mb_per_s']} MB/s, errors {r['errors']}, client CPU {r['client_cpu_pct']}%")
+            r = asyncio.run(fetch_load_spread(bootstraps, topic, cfg.partitions, m, cfg))
+            log(f"{label}: fetch x{m}: {r['mb_per_s']} MB/s, errors {r['errors']}, client CPU {r['client_cpu_pct']}%, "
+                f"load average {r['load_average']}")
             out["fetch"].append(r)
     return out
 
 
 def bench_ours(cfg: argparse.Namespace) -> dict[str, Any]:
+    """Our broker: ``--sidecar-processes`` independent processes (own port and data dir each), the
+    partitions spread over them: the ceiling of docs/scaling.md's N brokers on one host, with the
+    bench routing instead of Metadata."""
+    processes = getattr(cfg, "sidecar_processes", 1)
     with tempfile.TemporaryDirectory(prefix="bench-conn-") as tmp:
-        server = Sidecar(Path(tmp), {"max.connections": "10000"})
-        env_before = os.environ.get("PYTHONPATH")
-        if cfg.sidecar_pythonpath:
-            os.environ["PYTHONPATH"] = cfg.sidecar_pythonpath
+        servers = []
+        for k in range(processes):
+            work = Path(tmp) / f"node-{k + 1}" if processes > 1 else Path(tmp)
+            work.mkdir(exist_ok=True)
+            servers.append(Sidecar(work, {"max.connections": "10000"}))
         try:
-            server.start()
-        finally:
+            env_before = os.environ.get("PYTHONPATH")
             if cfg.sidecar_pythonpath:
-                if env_before is None:
-                    os.environ.pop("PYTHONPATH", None)
-                else:
-                    os.environ["PYTHONPATH"] = env_before
-        try:
-            return run_loads(server.bootstrap, "ours", cfg, server.pid)
+                os.environ["PYTHONPATH"] = cfg.sidecar_pythonpath
+            try:
+                for server in servers:
+                    server.start()
+            finally:
+                if cfg.sidecar_pythonpath:
+                    if env_before is None:
+                        os.environ.pop("PYTHONPATH", None)
+                    else:
+                        os.environ["PYTHONPATH"] = env_before
+            label = "ours" if processes == 1 else f"ours x{processes} processes"
+            return run_loads_spread([s.bootstrap for s in servers], label, cfg, [s.pid for s in servers])
         finally:
-            server.stop()
+            for server in servers:
+                server.stop()
 
 
 def bench_reference(cfg: argparse.Namespace) -> dict[str, Any] | str:
@@ -398,17 +504,18 @@ def _median(rounds: list[dict[str, Any]], kind: str, i: int, field: str) -> floa
 
 def summarize(ours: list[dict[str, Any]], ref: list[dict[str, Any]], cfg: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
+    processes = getattr(cfg, "sidecar_processes", 1)
     for i, n in enumerate(cfg.connections):
         for field, better in (("mb_per_s", "higher"), ("requests_per_s", "higher"), ("p50_ms", "lower"), ("p99_ms", "lower"),
                               ("server_cpu_us_per_request", "lower")):
             o = _median(ours, "produce", i, field)
             k = _median(ref, "produce", i, field) if ref else None
-            rows.append({"load": f"produce x{n} connections", "figure": field, "ours": o, "kafka": k,
+            rows.append({"load": f"produce x{n} connections", "figure": field, "ours": o, "kafka": k, "ours_processes": processes,
                          "ratio": round(o / k, 3) if o is not None and k else None, "better": better})
     for i, m in enumerate(cfg.consumers):
         o = _median(ours, "fetch", i, "mb_per_s")
         k = _median(ref, "fetch", i, "mb_per_s") if ref else None
-        rows.append({"load": f"fetch x{m} consumers", "figure": "mb_per_s", "ours": o, "kafka": k,
+        rows.append({"load": f"fetch x{m} consumers", "figure": "mb_per_s", "ours": o, "kafka": k, "ours_processes": processes,
                      "ratio": round(o / k, 3) if o is not None and k else None, "better": "higher"})
     return rows
 
@@ -416,6 +523,10 @@ def summarize(ours: list[dict[str, Any]], ref: list[dict[str, Any]], cfg: argpar
 def print_table(rows: list[dict[str, Any]]) -> None:
     def f(v: Any) -> str:
         return "-" if v is None else f"{v:,.2f}" if isinstance(v, float) else str(v)
+
+    processes = rows[0].get("ours_processes", 1) if rows else 1
+    if processes > 1:
+        print(f"ours: {processes} kafka-sidecar processes, partitions spread (totals); kafka: one broker")
 
     print(f"{'load':<26} {'figure':<26} {'ours':>12} {'kafka':>12} {'ours/kafka':>11}  better")
     for r in rows:
@@ -438,12 +549,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-reference", action="store_true")
     p.add_argument("--no-ours", action="store_true")
     p.add_argument("--sidecar-pythonpath", help="PYTHONPATH for our server (another build of ours)")
+    p.add_argument("--sidecar-processes", type=int, default=1,
+                   help="ours as this many server processes, partition p on process p mod N (default 1)")
     p.add_argument("--json", default=str(REPO / "bench" / "results" / "connections.json"))
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(argv)
+    if cfg.sidecar_processes < 1:
+        raise SystemExit("--sidecar-processes must be at least 1")
     ours: list[dict[str, Any]] = []
     ref: list[dict[str, Any]] = []
     ref_problem = None
