@@ -1,21 +1,46 @@
-"""Start and restart with many partitions: kafka-sidecar and (if present) the reference Kafka.
+"""Scale: many partitions, one big partition killed mid-produce, many connections; kafka-sidecar
+and the reference Kafka in the same run, with ratios and the goals (met or not).
 
-    python -m bench.scale                          # 2,000 partitions, ours and the reference
-    python -m bench.scale --partitions 10000
+    python -m bench.scale                                   # the full run (see below for its length)
+    python -m bench.scale --partitions 1,100 --big-mb 50 --connections 1,10 --consumers 1
     python -m bench.scale --no-reference --json out.json
+    python -m bench.scale --skip-connections --skip-big     # the partition axis only
     python -m bench.scale --sidecar-python /tmp/old/.venv/bin/python   # another build of ours
 
-Per system, in one data dir: ``--partitions`` partitions (topics of ``--per-topic`` partitions)
-are created and get one record each (confluent-kafka), then
+The default is the whole load of issue #18 (``--partitions 1,100,1000,10000``, ``--big-mb 2048``,
+1/10/100/500 producer connections, 1/8 consumers): about 25-35 min on 2 quiet cores, most of
+it the reference's 10,000-partition point and the two 2 GB fills. It is the default because
+the figures are only comparable at those sizes; pass smaller lists to check the bench itself.
 
-- **clean restart**: SIGTERM, wait for the exit, start again; the time from the exec until
-  every partition answers ListOffsets(latest) = 1 (what a client needs to be served);
-- **restart after kill -9**: SIGKILL, start again, the same time;
+**Partitions** (each point on a fresh data dir, ours then the reference): ``P`` partitions
+(topics of ``--per-topic`` partitions) are created and get one record each (confluent-kafka,
+acks=all), then
 
-and after each start the broker's RSS (/proc/<pid>/status VmRSS) and open file descriptors
-(/proc/<pid>/fd). The reference is Kafka (``bench/reference.py``: ``KAFKA_HOME`` or
-``.cache/kafka-<version>``) restarted on its own data dir (not formatted again), same ports.
-Prints one table, and the JSON with ``--json``.
+- **clean restart**: SIGTERM, wait for the exit, start again: exec until every partition
+  answers ListOffsets(latest) = 1 (what a client needs to be served);
+- **restart after kill -9**: SIGKILL, start again, the same clock;
+- after each start the broker's RSS (/proc/<pid>/status VmRSS) and open descriptors
+  (/proc/<pid>/fd);
+- **produce spread**: one confluent-kafka producer (acks=all, linger 5 ms, no idempotence)
+  sends ``--spread-warmup`` records untimed, then ``max(--spread-records, 10 x P)`` records of
+  ``--value-size`` bytes round-robin over every partition; records/s and MB/s from the first
+  ``produce()`` to the end of ``flush()``.
+
+**Big partition** (fresh data dirs again): one partition is filled by a producer (acks=all,
+``--big-value-size`` records) until ``--big-mb`` MB are acknowledged; the broker is then killed
+with SIGKILL while the producer still has records in flight, and started again: seconds from
+the exec until ListOffsets(latest) answers, and until the high watermark is above the last
+acknowledged offset and a Fetch at that offset returns it (serving again). ``lost`` is true if
+an acknowledged record is not there after the restart.
+
+**Connections**: bench/connections.py's loads (its ``bench_ours``/``bench_reference``): N producer
+connections (requests/s, MB/s, p50/p99) and M consumers on one topic; ``--skip-connections``
+leaves them out.
+
+The reference is Kafka (``bench/reference.py``: ``KAFKA_HOME`` or ``.cache/kafka-<version>``,
+``-Xmx1g``), restarted on its own data dir (not formatted again), same ports. One table at the
+end: ours, Kafka, ours/Kafka and the goal (throughput >= 1.0x, time and memory <= 0.5x);
+``--json`` (default bench/results/scale.json) gets every figure.
 """
 
 from __future__ import annotations
@@ -24,6 +49,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,10 +60,22 @@ from pathlib import Path
 from typing import Any
 
 from bench import reference as reference_module
-from bench.reference import ReferenceKafka, ReferenceUnavailable, free_port, port_open
+from bench.reference import (
+    ReferenceKafka,
+    ReferenceUnavailable,
+    free_port,
+    port_open,
+    unavailable_reason,
+)
 
 REPO = Path(__file__).resolve().parents[1]
-LIST_OFFSETS = 2
+LIST_OFFSETS, FETCH = 2, 1
+BIG_TOPIC = "big"
+GOAL_THROUGHPUT, GOAL_TIME = 1.0, 0.5
+
+
+def log(msg: str) -> None:
+    print(f"[scale] {msg}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- measuring
@@ -67,17 +105,19 @@ def topics_for(partitions: int, per_topic: int) -> dict[str, int]:
     return out
 
 
-def create_and_fill(bootstrap: str, topics: dict[str, int], timeout: float = 300.0) -> None:
-    """Create the topics and write one record to every partition."""
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
+def wait_listening(bootstrap: str, timeout: float) -> None:
     host, _, port = bootstrap.rpartition(":")
     deadline = time.monotonic() + timeout
     while not port_open(host, int(port)):
         if time.monotonic() > deadline:
             raise RuntimeError(f"nothing listens on {bootstrap} after {timeout:.0f} s")
         time.sleep(0.05)
+
+
+def create_topics(bootstrap: str, topics: dict[str, int], timeout: float = 300.0) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    wait_listening(bootstrap, timeout)
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     names = list(topics)
     for i in range(0, len(names), 20):  # a few CreateTopics requests, not one huge one
@@ -85,6 +125,13 @@ def create_and_fill(bootstrap: str, topics: dict[str, int], timeout: float = 300
         futures = admin.create_topics([NewTopic(n, num_partitions=topics[n], replication_factor=1) for n in chunk], request_timeout=timeout)
         for fut in futures.values():
             fut.result(timeout)
+
+
+def create_and_fill(bootstrap: str, topics: dict[str, int], timeout: float = 300.0) -> None:
+    """Create the topics and write one record to every partition."""
+    from confluent_kafka import Producer
+
+    create_topics(bootstrap, topics, timeout)
     wait_ready(bootstrap, topics, expected=0, timeout=timeout)
     failed: list[str] = []
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "log_level": 0, "acks": "all",
@@ -114,10 +161,34 @@ def latest_offsets(bootstrap: str, topics: dict[str, int]) -> dict[tuple[str, in
     out = {}
     for t in body.topics:
         for p in t.partitions:
-            code = p.error_code.value if hasattr(p.error_code, "value") else int(p.error_code)
-            if code == 0:
+            if int(p.error_code) == 0:
                 out[(t.name, p.partition_index)] = p.offset
     return out
+
+
+def fetch_has(bootstrap: str, topic: str, partition: int, offset: int) -> bool:
+    """A Fetch (v4-12) at ``offset`` answers without error and returns the batch holding it."""
+    from kafka_sidecar.client.blocking import KafkaClient
+
+    from bench.connections import next_offset
+
+    client = KafkaClient(bootstrap, timeout=30.0)
+    try:
+        _, body = client.bootstrap.request(FETCH, {
+            "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": partition, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": "",
+        }, max_version=12, min_version=4)
+    finally:
+        client.close()
+    for t in body.responses:
+        for p in t.partitions:
+            if int(p.error_code) == 0 and p.records:
+                return next_offset(bytes(p.records), offset)[0] > offset
+    return False
 
 
 def wait_ready(bootstrap: str, topics: dict[str, int], expected: int, timeout: float = 600.0) -> float:
@@ -136,6 +207,56 @@ def wait_ready(bootstrap: str, topics: dict[str, int], expected: int, timeout: f
         time.sleep(0.05)
 
 
+def _producer(bootstrap: str, on_delivery: Callable[[Any, Any], None], **extra: Any) -> Any:
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1_000_000,
+                     "batch.num.messages": 100_000, "queue.buffering.max.messages": 500_000,
+                     "queue.buffering.max.kbytes": 1_048_576, "compression.type": "none", "enable.idempotence": False,
+                     "log_level": 0, "on_delivery": on_delivery, **extra})
+
+
+def _produce(producer: Any, topic: str, value: bytes, partition: int, deadline: float) -> None:
+    while True:
+        try:
+            producer.produce(topic, value, partition=partition)
+            return
+        except BufferError:  # local queue full: let librdkafka drain it
+            producer.poll(0.005)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"produce to {topic} stalled: local queue still full") from None
+
+
+def produce_spread(bootstrap: str, topics: dict[str, int], records: int, value_size: int, warmup: int) -> dict[str, Any]:
+    """acks=all, ``records`` values round-robin over every partition of ``topics``: records/s, MB/s."""
+    failed: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:  # failures only (delivery.report.only.error)
+        if err is not None and len(failed) < 20:
+            failed.append(str(err))
+
+    producer = _producer(bootstrap, on_delivery, **{"delivery.report.only.error": True})
+    spread = [(t, p) for t, n in topics.items() for p in range(n)]
+    value = os.urandom(value_size)
+
+    def send(count: int) -> float:
+        deadline = time.monotonic() + max(300.0, count / 1000)
+        t0 = time.perf_counter()
+        for i in range(count):
+            t, p = spread[i % len(spread)]
+            _produce(producer, t, value, p, deadline)
+        left = producer.flush(max(1.0, deadline - time.monotonic()))
+        if left or failed:
+            raise RuntimeError(f"produce spread: {left} not delivered, failures {failed[:3]}")
+        return time.perf_counter() - t0
+
+    if warmup:
+        send(warmup)
+    elapsed = send(records)
+    return {"records": records, "partitions": len(spread), "value_size": value_size, "seconds": round(elapsed, 3),
+            "records_per_s": round(records / elapsed, 1), "mb_per_s": round(records * value_size / elapsed / 1e6, 2)}
+
+
 # --------------------------------------------------------------------------- the systems
 
 
@@ -145,6 +266,7 @@ class Sidecar:
     name = "kafka-sidecar"
 
     def __init__(self, work: Path, python: str) -> None:
+        work.mkdir(parents=True, exist_ok=True)
         self.data = work / "sidecar-data"
         self.python = python
         self.port = free_port()
@@ -202,6 +324,8 @@ class Reference:
         return pid
 
     def start(self) -> float:
+        """Exec; returns the monotonic time of the exec (``ReferenceKafka.start`` returns once
+        Metadata lists the broker; ListOffsets is waited for by the caller)."""
         t0 = time.monotonic()
         with _fixed_ports(self._ports):
             self.kafka.start()
@@ -240,58 +364,293 @@ def _fixed_ports(ports: tuple[int, int] | None) -> Iterator[None]:
         reference_module.free_port = real  # type: ignore[assignment]
 
 
-def measure(system: Sidecar | Reference, topics: dict[str, int]) -> dict[str, Any]:
+System = Sidecar | Reference
+
+
+# --------------------------------------------------------------------------- the loads
+
+
+def measure_partitions(system: System, topics: dict[str, int], cfg: argparse.Namespace) -> dict[str, Any]:
+    """One partition-count point on a fresh data dir: create+fill, clean and kill -9 restarts,
+    then the produce load spread over every partition."""
     out: dict[str, Any] = {}
-    system.start()
-    create_and_fill(system.bootstrap, topics)
-    wait_ready(system.bootstrap, topics, expected=1)
-    out["after_create"] = proc_figures(system.pid)
-    for case, halt in (("clean_restart", system.stop), ("kill9_restart", system.kill)):
-        halt()
+    try:
         t0 = system.start()
-        ready = wait_ready(system.bootstrap, topics, expected=1)
-        out[case] = {"seconds": round(ready - t0, 2), **proc_figures(system.pid)}
-        print(f"  {system.name} {case}: {out[case]}", file=sys.stderr, flush=True)
-    system.stop()
+        create_and_fill(system.bootstrap, topics)
+        out["create_fill_seconds"] = round(wait_ready(system.bootstrap, topics, expected=1) - t0, 2)
+        out["after_create"] = proc_figures(system.pid)
+        for case, halt in (("clean_restart", system.stop), ("kill9_restart", system.kill)):
+            halt()
+            t0 = system.start()
+            ready = wait_ready(system.bootstrap, topics, expected=1)
+            out[case] = {"seconds": round(ready - t0, 2), **proc_figures(system.pid)}
+            log(f"{system.name} {sum(topics.values())} partitions {case}: {out[case]}")
+        partitions = sum(topics.values())
+        out["produce_spread"] = produce_spread(system.bootstrap, topics, max(cfg.spread_records, 10 * partitions),
+                                               cfg.value_size, cfg.spread_warmup)
+        out["after_produce"] = proc_figures(system.pid)
+        log(f"{system.name} {partitions} partitions produce spread: {out['produce_spread']}")
+    finally:
+        system.stop()
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--partitions", type=int, default=2000)
-    ap.add_argument("--per-topic", type=int, default=100, help="partitions per topic")
-    ap.add_argument("--no-reference", action="store_true", help="kafka-sidecar only")
-    ap.add_argument("--sidecar-python", default=sys.executable, help="the Python that runs kafka-sidecar (another build)")
-    ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--keep", action="store_true", help="keep the data dirs")
-    args = ap.parse_args(argv)
-    topics = topics_for(args.partitions, args.per_topic)
-    work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
-    results: dict[str, Any] = {"partitions": args.partitions, "topics": len(topics)}
-    try:
-        print(f"{args.partitions} partitions in {len(topics)} topics, data in {work}", file=sys.stderr)
-        results["kafka-sidecar"] = measure(Sidecar(work, args.sidecar_python), topics)
-        if not args.no_reference:
-            try:
-                results["kafka"] = measure(Reference(work), topics)
-            except ReferenceUnavailable as e:
-                results["kafka"] = {"unavailable": str(e)}
-    finally:
-        if not args.keep:
-            import shutil
+def measure_big(system: System, cfg: argparse.Namespace) -> dict[str, Any]:
+    """Fill one partition to ``--big-mb`` MB acknowledged, SIGKILL the broker with records still
+    in flight, start it again: time to serve the last acknowledged offset, and whether it is there."""
+    target = int(cfg.big_mb * 1e6)
+    value = os.urandom(cfg.big_value_size)
+    state = {"acked": 0, "last_acked": -1, "failed": 0}
 
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is None:
+            state["acked"] += 1
+            state["last_acked"] = max(state["last_acked"], msg.offset())
+        else:
+            state["failed"] += 1
+
+    out: dict[str, Any] = {"value_size": cfg.big_value_size}
+    try:
+        system.start()
+        create_topics(system.bootstrap, {BIG_TOPIC: 1})
+        wait_ready(system.bootstrap, {BIG_TOPIC: 1}, expected=0)
+        producer = _producer(system.bootstrap, on_delivery)
+        deadline = time.monotonic() + max(600.0, cfg.big_mb)
+        sent = 0
+        t0 = time.perf_counter()
+        while state["acked"] * cfg.big_value_size < target:  # still producing when the target is acknowledged
+            _produce(producer, BIG_TOPIC, value, 0, deadline)
+            sent += 1
+            if sent % 1000 == 0:
+                producer.poll(0)
+        fill_seconds = time.perf_counter() - t0
+        out["in_flight_at_kill"] = sent - state["acked"] - state["failed"]
+        system.kill()
+        producer.poll(0.5)  # acknowledgements already received are reported now
+        producer.purge(in_queue=True, in_flight=True)
+        producer.flush(10)
+        out.update({"acked_records": state["acked"], "acked_mb": round(state["acked"] * cfg.big_value_size / 1e6, 1),
+                    "last_acked_offset": state["last_acked"], "fill_seconds": round(fill_seconds, 2),
+                    "fill_mb_per_s": round(state["acked"] * cfg.big_value_size / fill_seconds / 1e6, 2)})
+        log(f"{system.name} big partition killed: {out}")
+        out.update(wait_serving(system, state["last_acked"], cfg.serve_timeout))
+        out["after_restart"] = proc_figures(system.pid)
+        log(f"{system.name} big partition restart: {out}")
+    finally:
+        system.stop()
+    return out
+
+
+def wait_serving(system: System, last_acked: int, timeout: float) -> dict[str, Any]:
+    """Start; seconds from the exec to the first ListOffsets answer, then to the high watermark
+    above ``last_acked`` and a Fetch there returning it. If the watermark stays at or below it
+    for 30 s after the first answer, the record is lost."""
+    t0 = system.start()
+    deadline = t0 + timeout
+    out: dict[str, Any] = {"list_offsets_seconds": None, "serve_seconds": None, "high_watermark": None, "lost": None}
+    first: float | None = None
+    while time.monotonic() < deadline:
+        try:
+            hw = latest_offsets(system.bootstrap, {BIG_TOPIC: 1}).get((BIG_TOPIC, 0))
+        except Exception:  # not listening yet
+            hw = None
+        if hw is not None:
+            now = time.monotonic()
+            if first is None:
+                first = now
+                out["list_offsets_seconds"] = round(now - t0, 3)
+            out["high_watermark"] = hw
+            if hw > last_acked:
+                with contextlib.suppress(Exception):
+                    if fetch_has(system.bootstrap, BIG_TOPIC, 0, max(last_acked, 0)):
+                        out["serve_seconds"] = round(time.monotonic() - t0, 3)
+                        out["lost"] = False
+                        return out
+            elif now - first > 30:
+                out["lost"] = True
+                return out
+        time.sleep(0.02)
+    raise RuntimeError(f"{system.name}: the big partition not served {timeout:.0f} s after the restart: {out}")
+
+
+def connection_axis(cfg: argparse.Namespace) -> dict[str, Any]:
+    """bench/connections.py's producer-connection and consumer loads, ours then the reference."""
+    from bench import connections
+
+    ccfg = connections.parse_args(["--connections", ",".join(map(str, cfg.connections)),
+                                   "--consumers", ",".join(map(str, cfg.consumers)),
+                                   "--seconds", str(cfg.connection_seconds), "--fetch-mb", str(cfg.fetch_mb)])
+    out: dict[str, Any] = {"config": {k: v for k, v in vars(ccfg).items() if k != "json"}, "kafka": None, "reference_problem": None}
+    out["kafka-sidecar"] = connections.bench_ours(ccfg)
+    ref: list[dict[str, Any]] = []
+    if not cfg.no_reference:
+        got = connections.bench_reference(ccfg)
+        if isinstance(got, str):
+            out["reference_problem"] = got
+        else:
+            out["kafka"] = got
+            ref.append(got)
+    out["summary"] = connections.summarize([out["kafka-sidecar"]], ref, ccfg)
+    return out
+
+
+def run_both(make: Callable[[Path], System], measure: Callable[[System], dict[str, Any]], work: Path,
+             cfg: argparse.Namespace, ref_problem: str | None) -> dict[str, Any]:
+    """The same load on ours then the reference, each on a fresh data dir deleted afterwards;
+    a failure is recorded and the run goes on."""
+    out: dict[str, Any] = {}
+    for name, factory in (("kafka-sidecar", lambda d: Sidecar(d, cfg.sidecar_python)), ("kafka", make)):
+        if name == "kafka" and (cfg.no_reference or ref_problem):
+            out[name] = {"unavailable": ref_problem or "--no-reference"}
+            continue
+        d = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work))
+        try:
+            out[name] = measure(factory(d))
+        except ReferenceUnavailable as e:
+            out[name] = {"unavailable": str(e)}
+        except Exception as e:  # recorded and printed: one failed point does not lose the others
+            log(f"{name} failed: {e!r}")
+            out[name] = {"error": repr(e)}
+        finally:
+            if not cfg.keep:
+                shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _get(d: dict[str, Any] | None, *path: str) -> Any:
+    for key in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
+def rows_for(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every figure as one row: ours, Kafka, ours/Kafka and the goal (throughput >= 1.0x,
+    time and memory <= 0.5x; none for descriptors, creation time, p50 and CPU per request)."""
+    rows: list[dict[str, Any]] = []
+
+    def add(load: str, figure: str, ours: Any, kafka: Any, kind: str) -> None:
+        ratio = round(ours / kafka, 3) if isinstance(ours, int | float) and isinstance(kafka, int | float) and kafka else None
+        goal, met = {"throughput": (f">= {GOAL_THROUGHPUT}x", None if ratio is None else ratio >= GOAL_THROUGHPUT),
+                     "time": (f"<= {GOAL_TIME}x", None if ratio is None else ratio <= GOAL_TIME)}.get(kind, ("-", None))
+        rows.append({"load": load, "figure": figure, "ours": ours, "kafka": kafka, "ratio": ratio, "goal": goal, "met": met})
+
+    for p, point in results.get("partitions", {}).items():
+        o, k = point.get("kafka-sidecar"), point.get("kafka")
+        load = f"{int(p):,} partitions"
+        add(load, "create + 1 record each (s)", _get(o, "create_fill_seconds"), _get(k, "create_fill_seconds"), "-")
+        for case, label in (("clean_restart", "start after clean stop"), ("kill9_restart", "restart after kill -9")):
+            add(load, f"{label} (s)", _get(o, case, "seconds"), _get(k, case, "seconds"), "time")
+            add(load, f"{label}: RSS (MB)", _get(o, case, "rss_mb"), _get(k, case, "rss_mb"), "time")
+            add(load, f"{label}: open fds", _get(o, case, "open_fds"), _get(k, case, "open_fds"), "-")
+        add(load, "produce spread acks=all (records/s)", _get(o, "produce_spread", "records_per_s"),
+            _get(k, "produce_spread", "records_per_s"), "throughput")
+        add(load, "produce spread acks=all (MB/s)", _get(o, "produce_spread", "mb_per_s"), _get(k, "produce_spread", "mb_per_s"), "throughput")
+        add(load, "RSS after the produce (MB)", _get(o, "after_produce", "rss_mb"), _get(k, "after_produce", "rss_mb"), "time")
+    big = results.get("big_partition")
+    if big:
+        o, k = big.get("kafka-sidecar"), big.get("kafka")
+        load = f"1 partition, {results['config']['big_mb']:g} MB"
+        add(load, "fill acks=all (MB/s)", _get(o, "fill_mb_per_s"), _get(k, "fill_mb_per_s"), "throughput")
+        add(load, "kill -9 mid-produce: ListOffsets (s)", _get(o, "list_offsets_seconds"), _get(k, "list_offsets_seconds"), "time")
+        add(load, "kill -9 mid-produce: serving (s)", _get(o, "serve_seconds"), _get(k, "serve_seconds"), "time")
+        add(load, "RSS after the restart (MB)", _get(o, "after_restart", "rss_mb"), _get(k, "after_restart", "rss_mb"), "time")
+        add(load, "open fds after the restart", _get(o, "after_restart", "open_fds"), _get(k, "after_restart", "open_fds"), "-")
+        for who, r in (("ours", o), ("kafka", k)):
+            lost = _get(r, "lost")
+            if lost is not None:
+                rows.append({"load": load, "figure": f"acknowledged records lost ({who})", "ours": lost if who == "ours" else None,
+                             "kafka": lost if who == "kafka" else None, "ratio": None, "goal": "none lost", "met": not lost})
+    for r in _get(results, "connections", "summary") or []:
+        kind = {"mb_per_s": "throughput", "requests_per_s": "throughput", "p99_ms": "time"}.get(r["figure"], "-")
+        add(r["load"], r["figure"], r["ours"], r["kafka"], kind)
+    return rows
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    def f(v: Any) -> str:
+        if v is None:
+            return "-"
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        return f"{v:,.2f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
+
+    print(f"{'load':<26} {'figure':<40} {'ours':>12} {'kafka':>12} {'ours/kafka':>10}  {'goal':<10} met")
+    for r in rows:
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+        met = "-" if r["met"] is None else "met" if r["met"] else "MISSED"
+        print(f"{r['load']:<26} {r['figure']:<40} {f(r['ours']):>12} {f(r['kafka']):>12} {ratio:>10}  {r['goal']:<10} {met}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", type=ints, default=[1, 100, 1000, 10000], help="partition counts (default 1,100,1000,10000)")
+    ap.add_argument("--per-topic", type=int, default=100, help="partitions per topic (default 100)")
+    ap.add_argument("--spread-records", type=int, default=200_000, help="records of the spread produce (at least 10 per partition)")
+    ap.add_argument("--spread-warmup", type=int, default=20_000, help="records produced untimed first (default 20,000)")
+    ap.add_argument("--value-size", type=int, default=100, help="bytes per record of the spread produce (default 100)")
+    ap.add_argument("--big-mb", type=float, default=2048, help="MB acknowledged in the big partition before the kill (default 2048)")
+    ap.add_argument("--big-value-size", type=int, default=1000, help="bytes per record of the big fill (default 1000)")
+    ap.add_argument("--skip-big", action="store_true", help="leave out the big partition")
+    ap.add_argument("--serve-timeout", type=float, default=900.0, help="seconds a restart may take to serve (default 900)")
+    ap.add_argument("--connections", type=ints, default=[1, 10, 100, 500], help="producer connections (default 1,10,100,500)")
+    ap.add_argument("--consumers", type=ints, default=[1, 8], help="consumers on one topic (default 1,8)")
+    ap.add_argument("--connection-seconds", type=float, default=5.0, help="timed seconds per connection point (default 5)")
+    ap.add_argument("--fetch-mb", type=float, default=64.0, help="MB the consumers read from (default 64)")
+    ap.add_argument("--skip-connections", action="store_true", help="leave out the connection and consumer loads")
+    ap.add_argument("--no-reference", action="store_true", help="kafka-sidecar only")
+    ap.add_argument("--sidecar-python", default=sys.executable, help="the Python that runs kafka-sidecar (another build; "
+                    "the connection loads use bench/run.py's installed server)")
+    ap.add_argument("--json", type=Path, default=REPO / "bench" / "results" / "scale.json")
+    ap.add_argument("--keep", action="store_true", help="keep the data dirs")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.run import machine_info
+
+    cfg = parse_args(argv)
+    ref_problem = None if cfg.no_reference else unavailable_reason()
+    if ref_problem:
+        log(ref_problem)
+    work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    results: dict[str, Any] = {"started": time.time(), "machine": machine_info(),
+                               "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(cfg).items()},
+                               "reference_problem": ref_problem, "partitions": {}}
+    try:
+        for p in cfg.partitions:
+            topics = topics_for(p, cfg.per_topic)
+            log(f"{p} partitions in {len(topics)} topics (load average {os.getloadavg()[0]:.1f})")
+            results["partitions"][str(p)] = {"topics": len(topics), **run_both(
+                Reference, lambda s, topics=topics: measure_partitions(s, topics, cfg), work, cfg, ref_problem)}
+        if not cfg.skip_big:
+            log(f"big partition: {cfg.big_mb:g} MB (load average {os.getloadavg()[0]:.1f})")
+            results["big_partition"] = run_both(Reference, lambda s: measure_big(s, cfg), work, cfg, ref_problem)
+        if not cfg.skip_connections:
+            log(f"connections {cfg.connections}, consumers {cfg.consumers} (load average {os.getloadavg()[0]:.1f})")
+            results["connections"] = connection_axis(cfg)
+    finally:
+        if not cfg.keep:
             shutil.rmtree(work, ignore_errors=True)
-    ours, ref = results["kafka-sidecar"], results.get("kafka", {})
-    print(f"{'':16}{'kafka-sidecar':>16}{'kafka':>12}{'ratio':>8}")
-    for case in ("clean_restart", "kill9_restart"):
-        for key, unit in (("seconds", "s"), ("rss_mb", "MB"), ("open_fds", "fds")):
-            a = ours[case][key]
-            b = ref.get(case, {}).get(key)
-            ratio = f"{a / b:.2f}x" if b else "-"
-            print(f"{case[:5] + ' ' + key:16}{a:>14} {unit:<3}{b if b is not None else '-':>10}{ratio:>8}")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
-    return 0
+        else:
+            log(f"data kept in {work}")
+    results["seconds"] = round(time.time() - results["started"], 1)
+    results["rows"] = rows_for(results)
+    print_table(results["rows"])
+    if ref_problem:
+        print(ref_problem)
+    cfg.json.parent.mkdir(parents=True, exist_ok=True)
+    cfg.json.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    print(f"wrote {cfg.json} ({results['seconds']:.0f} s)")
+    failed = [name for point in [*results["partitions"].values(), results.get("big_partition") or {}]
+              for name, r in point.items() if isinstance(r, dict) and "error" in r]
+    lost = [r for r in results["rows"] if r["goal"] == "none lost" and not r["met"]]
+    return 1 if failed or lost else 0
 
 
 if __name__ == "__main__":
