@@ -21,10 +21,11 @@ acks=all), then
 - **restart after kill -9**: SIGKILL, start again, the same clock;
 - after each start the broker's RSS (/proc/<pid>/status VmRSS) and open descriptors
   (/proc/<pid>/fd);
-- **produce spread**: one confluent-kafka producer (acks=all, linger 5 ms, no idempotence)
-  sends ``--spread-warmup`` records untimed, then ``max(--spread-records, 10 x P)`` records of
-  ``--value-size`` bytes round-robin over every partition; records/s and MB/s from the first
-  ``produce()`` to the end of ``flush()``.
+- **produce spread** (after the kill -9 restart): one confluent-kafka producer (acks=all, linger
+  5 ms, no idempotence) sends ``max(--spread-records, 10 x P)`` records of ``--value-size`` bytes
+  round-robin over every partition, once untimed (the "cold" figure: Kafka's JIT makes its first
+  ones up to 10x slower at 1,000 partitions) and ``--spread-runs`` times timed; records/s and
+  MB/s of the median run, from the first ``produce()`` to the end of ``flush()``.
 
 **Big partition** (fresh data dirs again): one partition is filled by a producer (acks=all,
 ``--big-value-size`` records) until ``--big-mb`` MB are acknowledged; the broker is then killed
@@ -227,8 +228,14 @@ def _produce(producer: Any, topic: str, value: bytes, partition: int, deadline: 
                 raise RuntimeError(f"produce to {topic} stalled: local queue still full") from None
 
 
-def produce_spread(bootstrap: str, topics: dict[str, int], records: int, value_size: int, warmup: int) -> dict[str, Any]:
-    """acks=all, ``records`` values round-robin over every partition of ``topics``: records/s, MB/s."""
+def produce_spread(bootstrap: str, topics: dict[str, int], records: int, value_size: int, warmup: int, runs: int = 3,
+                   pid: int | None = None) -> dict[str, Any]:
+    """acks=all, ``records`` values round-robin over every partition of ``topics``, ``runs`` times
+    after ``warmup`` records untimed: the median run's records/s and MB/s, every run, the warm-up
+    as "cold" (a JVM serves its first records after a start several times slower), and the
+    broker's CPU (% of one core) per run."""
+    from bench.run import cpu_seconds
+
     failed: list[str] = []
 
     def on_delivery(err: Any, msg: Any) -> None:  # failures only (delivery.report.only.error)
@@ -239,22 +246,26 @@ def produce_spread(bootstrap: str, topics: dict[str, int], records: int, value_s
     spread = [(t, p) for t, n in topics.items() for p in range(n)]
     value = os.urandom(value_size)
 
-    def send(count: int) -> float:
-        deadline = time.monotonic() + max(300.0, count / 1000)
-        t0 = time.perf_counter()
+    def send(count: int) -> dict[str, Any]:
+        deadline = time.monotonic() + max(600.0, count / 200)
+        cpu0, t0 = cpu_seconds(pid), time.perf_counter()
         for i in range(count):
             t, p = spread[i % len(spread)]
             _produce(producer, t, value, p, deadline)
         left = producer.flush(max(1.0, deadline - time.monotonic()))
         if left or failed:
             raise RuntimeError(f"produce spread: {left} not delivered, failures {failed[:3]}")
-        return time.perf_counter() - t0
+        elapsed, cpu1 = time.perf_counter() - t0, cpu_seconds(pid)
+        return {"records": count, "seconds": round(elapsed, 3), "records_per_s": round(count / elapsed, 1),
+                "mb_per_s": round(count * value_size / elapsed / 1e6, 2),
+                "server_cpu_pct": round(100 * (cpu1 - cpu0) / elapsed, 1) if cpu0 is not None and cpu1 is not None else None}
 
-    if warmup:
-        send(warmup)
-    elapsed = send(records)
-    return {"records": records, "partitions": len(spread), "value_size": value_size, "seconds": round(elapsed, 3),
-            "records_per_s": round(records / elapsed, 1), "mb_per_s": round(records * value_size / elapsed / 1e6, 2)}
+    cold = send(warmup) if warmup else None
+    timed = sorted((send(records) for _ in range(max(1, runs))), key=lambda r: r["records_per_s"])
+    median = timed[len(timed) // 2]
+    return {"records": records, "partitions": len(spread), "value_size": value_size, "seconds": median["seconds"],
+            "records_per_s": median["records_per_s"], "mb_per_s": median["mb_per_s"], "server_cpu_pct": median["server_cpu_pct"],
+            "runs": timed, "cold": cold}
 
 
 # --------------------------------------------------------------------------- the systems
@@ -386,8 +397,10 @@ def measure_partitions(system: System, topics: dict[str, int], cfg: argparse.Nam
             out[case] = {"seconds": round(ready - t0, 2), **proc_figures(system.pid)}
             log(f"{system.name} {sum(topics.values())} partitions {case}: {out[case]}")
         partitions = sum(topics.values())
-        out["produce_spread"] = produce_spread(system.bootstrap, topics, max(cfg.spread_records, 10 * partitions),
-                                               cfg.value_size, cfg.spread_warmup)
+        records = max(cfg.spread_records, 10 * partitions)
+        out["produce_spread"] = produce_spread(system.bootstrap, topics, records, cfg.value_size,
+                                               records if cfg.spread_warmup is None else cfg.spread_warmup,
+                                               cfg.spread_runs, system.pid)
         out["after_produce"] = proc_figures(system.pid)
         log(f"{system.name} {partitions} partitions produce spread: {out['produce_spread']}")
     finally:
@@ -550,6 +563,8 @@ def rows_for(results: dict[str, Any]) -> list[dict[str, Any]]:
         add(load, "produce spread acks=all (records/s)", _get(o, "produce_spread", "records_per_s"),
             _get(k, "produce_spread", "records_per_s"), "throughput")
         add(load, "produce spread acks=all (MB/s)", _get(o, "produce_spread", "mb_per_s"), _get(k, "produce_spread", "mb_per_s"), "throughput")
+        add(load, "produce spread, cold (records/s)",
+            _get(o, "produce_spread", "cold", "records_per_s"), _get(k, "produce_spread", "cold", "records_per_s"), "-")
         add(load, "RSS after the produce (MB)", _get(o, "after_produce", "rss_mb"), _get(k, "after_produce", "rss_mb"), "time")
     big = results.get("big_partition")
     if big:
@@ -592,7 +607,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--partitions", type=ints, default=[1, 100, 1000, 10000], help="partition counts (default 1,100,1000,10000)")
     ap.add_argument("--per-topic", type=int, default=100, help="partitions per topic (default 100)")
     ap.add_argument("--spread-records", type=int, default=200_000, help="records of the spread produce (at least 10 per partition)")
-    ap.add_argument("--spread-warmup", type=int, default=20_000, help="records produced untimed first (default 20,000)")
+    ap.add_argument("--spread-warmup", type=int, default=None, help="records produced untimed first (default: one run's worth)")
+    ap.add_argument("--spread-runs", type=int, default=3, help="timed runs of the spread produce, median reported (default 3)")
     ap.add_argument("--value-size", type=int, default=100, help="bytes per record of the spread produce (default 100)")
     ap.add_argument("--big-mb", type=float, default=2048, help="MB acknowledged in the big partition before the kill (default 2048)")
     ap.add_argument("--big-value-size", type=int, default=1000, help="bytes per record of the big fill (default 1000)")
