@@ -29,7 +29,7 @@ def test_scale_small_run_writes_every_figure(tmp_path: Path, capsys: pytest.Capt
             assert ours[case]["open_fds"] >= int(p)  # at least one open segment per partition
         spread = ours["produce_spread"]
         assert spread["partitions"] == int(p) and spread["records"] == 2000
-        assert spread["records_per_s"] > 0 and spread["mb_per_s"] > 0 and spread["server_cpu_pct"] > 0
+        assert spread["records_per_s"] > 0 and spread["mb_per_s"] > 0 and spread["server_cpu_pct"] >= 0  # clock ticks: 0 for a short run
         assert len(spread["runs"]) == 3 and spread["cold"]["records"] == 200
         assert spread["runs"][1]["records_per_s"] == spread["records_per_s"]  # the median run
 
