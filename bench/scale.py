@@ -8,8 +8,9 @@ and the reference Kafka in the same run, with ratios and the goals (met or not).
     python -m bench.scale --sidecar-python /tmp/old/.venv/bin/python   # another build of ours
 
 The default is the whole load of issue #18 (``--partitions 1,100,1000,10000``, ``--big-mb 2048``,
-1/10/100/500 producer connections, 1/8 consumers): about 25-35 min on 2 quiet cores, most of
-it the reference's 10,000-partition point and the two 2 GB fills. It is the default because
+1/10/100/500 producer connections, 1/8 consumers): about 20-30 min on 2 quiet cores (an
+estimate from the 1,000-partition point, ~100 s for both), most of it the reference's
+10,000-partition point. It is the default because
 the figures are only comparable at those sizes; pass smaller lists to check the bench itself.
 
 **Partitions** (each point on a fresh data dir, ours then the reference): ``P`` partitions
