@@ -27,7 +27,7 @@ from .log_segment import (
     LogSegment,
     StorageError,
 )
-from .txn_index import AbortedTxn
+from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 __all__ = ["LocalLog", "open_segment"]
 
@@ -41,15 +41,17 @@ def open_segment(dir: Path, base: int, config: LogConfig, active: bool, on_rebui
     gets them rebuilt from its log (``on_rebuild(base)`` is told, its .txnindex is stale too).
     ``names``: the directory's file names, when the caller has listed it already."""
     prefix = f"{base:020d}"
+    txn_index_exists: bool | None = None
     if names is not None:
         had_indexes = prefix + INDEX_SUFFIX in names and prefix + TIME_INDEX_SUFFIX in names
+        txn_index_exists = prefix + TXN_INDEX_SUFFIX in names
     else:
         had_indexes = (dir / (prefix + INDEX_SUFFIX)).exists() and (dir / (prefix + TIME_INDEX_SUFFIX)).exists()
     # A new active segment's file is preallocated to segment.bytes when the topic asks for it
     # (Kafka's initFileSize); an existing one is opened as it is.
     preallocate = config.segment_bytes if active and config.preallocate and names is None else 0
     seg = LogSegment(dir, base, config.index_interval_bytes, config.segment_index_bytes, active=active, loaded=names is not None,
-                     preallocate=preallocate)
+                     preallocate=preallocate, txn_index_exists=txn_index_exists)
     if not had_indexes and seg.size:
         log.info("rebuilding missing indexes of %s segment %d", dir.name, base)
         if on_rebuild is not None:

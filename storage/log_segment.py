@@ -197,11 +197,24 @@ class SegmentFiles:
     offset_index: OffsetIndex
     time_index: TimeIndex
     _log_path_str: str
+    _log_path: Path | None
     _fd: int | None
     _file_ref: SegmentFile | None
     _preallocated: bool
     _max_ts: tuple[int, int] | None
     _deferred_check: bool
+
+    @property
+    def log_path(self) -> Path:
+        path = self._log_path
+        if path is None:
+            path = self._log_path = Path(self._log_path_str)
+        return path
+
+    @log_path.setter
+    def log_path(self, path: Path) -> None:
+        self._log_path = path
+        self._log_path_str = os.fspath(path)
 
     def rebuild_indexes(self) -> None:
         raise NotImplementedError
@@ -332,14 +345,16 @@ class LogSegment(SegmentFiles):
         suffix: str = "",
         loaded: bool = False,
         preallocate: int = 0,
+        txn_index_exists: bool | None = None,
     ) -> None:
         self.dir = dir
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.active = active  # its indexes are preallocated (trimmed once it becomes inactive)
         prefix = filename_prefix(base_offset)
-        self.log_path = dir / (prefix + LOG_SUFFIX + suffix)
-        self._log_path_str = str(self.log_path)
+        # Strings for the os calls; the Path object only when asked for (one fewer per segment at start).
+        self._log_path: Path | None = None
+        self._log_path_str = os.path.join(dir, prefix + LOG_SUFFIX + suffix)
         # The .log of an inactive segment is opened at its first read (most are never read
         # after a restart); the active one, where appends go, at once. ``_fd`` mirrors
         # ``_file.fd`` (None: not open; -1: closed for good).
@@ -369,7 +384,7 @@ class LogSegment(SegmentFiles):
         self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + suffix, base_offset, max_index_size, active, preallocate_at_first_write=loaded,
                                     lazy=loaded, lock=self._index_lock, on_load=self._on_index_load)
         # Aborted transactions whose ABORT marker is in this segment; the file exists only once it has an entry.
-        self.txn_index = TransactionIndex(dir / (prefix + TXN_INDEX_SUFFIX + suffix), base_offset)
+        self.txn_index = TransactionIndex(os.path.join(dir, prefix + TXN_INDEX_SUFFIX + suffix), base_offset, exists=txn_index_exists)
         self.created_ms = int(time.time() * 1000)
         self.bytes_since_last_index_entry = 0
         # Kafka's maxTimestampAndOffsetSoFar: read from the time index at its first use (None until then).

@@ -34,17 +34,21 @@ class AbortedTxn(NamedTuple):
 
 
 class TransactionIndex:
-    def __init__(self, path: Path, base_offset: int) -> None:
-        self.path = path
+    def __init__(self, path: Path | str, base_offset: int, *, exists: bool | None = None) -> None:
+        """``exists``: whether the file is there, when the caller listed the directory already
+        (False skips a failed open per segment at start: most segments have no aborted transaction)."""
+        # A str until a Path is asked for (one fewer Path object per segment at start).
+        self._path: Path | str = path
         self.base_offset = base_offset
         self.entries: list[AbortedTxn] = []
         self._fd: int | None = None
         self.load_problem: str | None = None
-        self._load()
+        if exists is not False:
+            self._load()
 
     def _load(self) -> None:
         try:
-            data = read_file(self.path)
+            data = read_file(self._path)
         except FileNotFoundError:
             return
         if len(data) % ENTRY_SIZE:
@@ -56,6 +60,16 @@ class TransactionIndex:
                 break
             self.entries.append(AbortedTxn(pid, first, last, lso))
             prev = last
+
+    @property
+    def path(self) -> Path:
+        if not isinstance(self._path, Path):
+            self._path = Path(self._path)
+        return self._path
+
+    @path.setter
+    def path(self, path: Path) -> None:
+        self._path = path
 
     @property
     def exists(self) -> bool:
