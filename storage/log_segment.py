@@ -271,29 +271,27 @@ class SegmentFiles:
 
     # ---- the time index's last entry, read at first use ------------------------------
 
-    @property
-    def max_timestamp_so_far(self) -> int:
+    def _max_entry(self) -> tuple[int, int]:
         m = self._max_ts
         if m is None:
             m = self._max_ts = self.time_index.last_entry
-        return m[0]
+        return m
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._max_entry()[0]
 
     @max_timestamp_so_far.setter
     def max_timestamp_so_far(self, value: int) -> None:
-        m = self._max_ts if self._max_ts is not None else self.time_index.last_entry
-        self._max_ts = (value, m[1])
+        self._max_ts = (value, self._max_entry()[1])
 
     @property
     def offset_of_max_timestamp(self) -> int:
-        m = self._max_ts
-        if m is None:
-            m = self._max_ts = self.time_index.last_entry
-        return m[1]
+        return self._max_entry()[1]
 
     @offset_of_max_timestamp.setter
     def offset_of_max_timestamp(self, value: int) -> None:
-        m = self._max_ts if self._max_ts is not None else self.time_index.last_entry
-        self._max_ts = (m[0], value)
+        self._max_ts = (self._max_entry()[0], value)
 
     @property
     def max_timestamp_known(self) -> bool:
