@@ -947,9 +947,17 @@ def test_describe_producers_requests(brokers: Brokers) -> None:
 
     def scenario(t: Target) -> dict[str, Any]:
         create_topic(t, topic, 1)
-        return _raw(t, 61, 0, {"topics": [{"name": topic, "partition_indexes": [0, 5]},
-                                          {"name": "tools-dp-none", "partition_indexes": [0, 1]},
-                                          {"name": "bad name", "partition_indexes": [0]}]})
+        request = {"topics": [{"name": topic, "partition_indexes": [0, 5]},
+                              {"name": "tools-dp-none", "partition_indexes": [0, 1]},
+                              {"name": "bad name", "partition_indexes": [0]}]}
+        # Kafka's Metadata can show the new leader a moment before its ReplicaManager leads the
+        # partition (NOT_LEADER_OR_FOLLOWER meanwhile): ask again, for a bounded time.
+        deadline = time.monotonic() + 15
+        while True:
+            answer = _raw(t, 61, 0, request)
+            if answer["topics"][0]["partitions"][0]["error_code"] != 6 or time.monotonic() > deadline:
+                return answer
+            time.sleep(0.1)
 
     ours, ref = brokers.both(scenario)
     assert ours == ref
