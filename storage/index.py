@@ -19,16 +19,50 @@ import bisect
 import os
 import struct
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .formats import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
 
 # Opening an index file lazily may race between a reader and the writer: one lock for all.
 _OPEN_LOCK = threading.Lock()
+
+
+def default_open_index_files() -> int:
+    """How many index files may stay open at once: an eighth of RLIMIT_NOFILE's soft limit
+    (Kafka maps its indexes and keeps no descriptor for them; here the writes go through a
+    descriptor, kept open for the indexes written last). 10,000 written partitions otherwise
+    held 20,000 index descriptors besides their 10,000 logs: past the usual 20,000 limit."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft == resource.RLIM_INFINITY or soft <= 0:
+            soft = 40_000
+    except (ImportError, OSError, ValueError):
+        soft = 1024
+    return max(16, min(soft // 8, 5_000))
+
+
+# The indexes holding a descriptor, least recently used first; over OPEN_INDEX_FILES the oldest
+# one not in use (no pin) is closed, to be reopened at its next write.
+_OPEN_INDEXES: OrderedDict[_Index, None] = OrderedDict()
+OPEN_INDEX_FILES = [default_open_index_files()]
 # A lazy index without a segment's lock of its own loads under this one.
 _LOAD_LOCK = threading.RLock()
 _ZERO_CHUNK = 1 << 20
+
+
+def _close_least_recently_used(opening: _Index) -> None:
+    """Close the least recently used open index that no thread is using (under _OPEN_LOCK)."""
+    for index in _OPEN_INDEXES:
+        if index is not opening and not index._pins and index._fd is not None and index._fd >= 0:
+            os.close(index._fd)
+            index._fd = None
+            del _OPEN_INDEXES[index]
+            return
 
 
 class _Index:
@@ -52,6 +86,7 @@ class _Index:
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry.size)
         self._fd: int | None = None  # None: not open (opened at need); -1: closed for good
+        self._pins = 0  # threads using the descriptor now: it is not closed under them
         self._dirty = False  # written since the last fsync
         self._keys: list[int] = []
         self._values: list[int] = []
@@ -76,8 +111,7 @@ class _Index:
         self._ready = not lazy  # the entries may be used (read, and checked when ``on_load``)
         if lazy:
             return
-        fd = self._open()
-        self._load(fd)
+        self._call(self._load)
         self._read = True
         if writable and not preallocate_at_first_write:
             self.resize(self.max_entries * self.entry.size)
@@ -146,7 +180,7 @@ class _Index:
                 self._size_at_load = self._file_size = 0
             else:
                 # Missing: created, as the eager open does (the loader listed it moments ago).
-                self._load(self._open())
+                self._call(self._load)
                 self._release()
             self._read = True
 
@@ -173,22 +207,41 @@ class _Index:
             p = self._path = Path(self._path_str)
         return p
 
-    def _open(self) -> int:
-        fd = self._fd
-        if fd is None:
-            with _OPEN_LOCK:
-                if self._fd is None:
-                    self._fd = os.open(self._path_str, os.O_RDWR | os.O_CREAT, 0o644)
-                fd = self._fd
-        if fd < 0:
-            raise OSError(9, f"index {self.path} is closed")
+    def _open(self, pin: bool = False) -> int:
+        """The descriptor (opened at need); ``pin``: held until ``_unpin``, never closed meanwhile."""
+        with _OPEN_LOCK:
+            fd = self._fd
+            if fd is None:
+                fd = self._fd = os.open(self._path_str, os.O_RDWR | os.O_CREAT, 0o644)
+                _OPEN_INDEXES[self] = None
+                if len(_OPEN_INDEXES) > OPEN_INDEX_FILES[0]:
+                    _close_least_recently_used(self)
+            elif fd >= 0:
+                _OPEN_INDEXES.move_to_end(self)
+            if fd < 0:
+                raise OSError(9, f"index {self.path} is closed")
+            if pin:
+                self._pins += 1
         return fd
+
+    def _unpin(self) -> None:
+        with _OPEN_LOCK:
+            self._pins -= 1
+
+    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(fd, *args)`` with the descriptor pinned for the call."""
+        fd = self._open(pin=True)
+        try:
+            return fn(fd, *args)
+        finally:
+            self._unpin()
 
     def _release(self) -> None:
         with _OPEN_LOCK:
-            if self._fd is not None and self._fd >= 0:
+            if self._fd is not None and self._fd >= 0 and not self._pins:
                 os.close(self._fd)
                 self._fd = None
+                _OPEN_INDEXES.pop(self, None)
 
     def open(self) -> None:
         """Open the file now (before a change that must not fail half-way on the open)."""
@@ -252,7 +305,9 @@ class _Index:
         start = len(self.keys) * self.entry.size
         if self.load_problem or start >= self._size_at_load:
             return None
-        fd = self._open()
+        return self._call(self._zero_tail_problem, start)
+
+    def _zero_tail_problem(self, fd: int, start: int) -> str | None:
         pos = start
         while pos < self._size_at_load:
             chunk = os.pread(fd, min(_ZERO_CHUNK, self._size_at_load - pos), pos)
@@ -287,14 +342,14 @@ class _Index:
             self.resize(self.max_entries * self.entry.size)
         self._dirty = True
         end = (len(self.keys) + 1) * self.entry.size
-        os.pwrite(self._open(), self.entry.pack(a, b), end - self.entry.size)
+        self._call(os.pwrite, self.entry.pack(a, b), end - self.entry.size)
         self._file_size = max(self._file_size, end)
 
     def resize(self, size: int) -> None:
         self._preallocate = False
         self._dirty = True
         size = max(size, self.size_in_bytes)
-        os.ftruncate(self._open(), size)
+        self._call(os.ftruncate, size)
         self._file_size = size
 
     def trim(self) -> None:
@@ -309,7 +364,7 @@ class _Index:
         if self._file_size == used:
             return
         self._dirty = True
-        os.ftruncate(self._open(), self.size_in_bytes)
+        self._call(os.ftruncate, self.size_in_bytes)
         self._file_size = self.size_in_bytes
 
     def truncate_to_entries(self, n: int) -> None:
@@ -317,11 +372,14 @@ class _Index:
         del self.values[n:]
         # Zero everything after the kept entries (shrink, then grow back sparse),
         # so a reload of a preallocated file cannot resurrect removed entries.
-        fd = self._open()
-        self._dirty = True
-        size = os.fstat(fd).st_size
-        os.ftruncate(fd, n * self.entry.size)
-        os.ftruncate(fd, max(size, n * self.entry.size))
+        fd = self._open(pin=True)
+        try:
+            self._dirty = True
+            size = os.fstat(fd).st_size
+            os.ftruncate(fd, n * self.entry.size)
+            os.ftruncate(fd, max(size, n * self.entry.size))
+        finally:
+            self._unpin()
         self._file_size = max(size, n * self.entry.size)
 
     def reset(self) -> None:
@@ -331,15 +389,16 @@ class _Index:
         if self._fd is None:
             # Released: fsync what was written before (fsync covers the file, whatever the fd).
             if self._dirty:
-                os.fsync(self._open())
+                self._call(os.fsync)
                 self._release()
         else:
-            os.fsync(self._open())
+            self._call(os.fsync)
         self._dirty = False
 
     def close(self) -> None:
         with _OPEN_LOCK:
             fd, self._fd = self._fd, -1
+            _OPEN_INDEXES.pop(self, None)
         if fd is not None and fd >= 0:
             os.close(fd)
 
@@ -410,9 +469,12 @@ class TimeIndex(_Index):
             )
         # An empty index's last timestamp counts as -1 (NO_TIMESTAMP), as in Kafka.
         if timestamp > (self.keys[-1] if self.keys else -1):
-            fd = self._open()
-            if len(self.keys) * self.entry.size + self.entry.size > os.fstat(fd).st_size:
-                os.ftruncate(fd, (len(self.keys) + 1) * self.entry.size)
+            fd = self._open(pin=True)
+            try:
+                if len(self.keys) * self.entry.size + self.entry.size > os.fstat(fd).st_size:
+                    os.ftruncate(fd, (len(self.keys) + 1) * self.entry.size)
+            finally:
+                self._unpin()
             self._write(timestamp, offset - self.base_offset)
             self.keys.append(timestamp)
             self.values.append(offset)
