@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from kafka_sidecar.storage import index as index_module
 from kafka_sidecar.storage.index import OffsetIndex
 
