@@ -30,11 +30,9 @@ from .formats import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
 _OPEN_LOCK = threading.Lock()
 
 
-def default_open_index_files() -> int:
-    """How many index files may stay open at once: an eighth of RLIMIT_NOFILE's soft limit
-    (Kafka maps its indexes and keeps no descriptor for them; here the writes go through a
-    descriptor, kept open for the indexes written last). 10,000 written partitions otherwise
-    held 20,000 index descriptors besides their 10,000 logs: past the usual 20,000 limit."""
+def soft_open_file_limit() -> int:
+    """RLIMIT_NOFILE's soft limit (40,000 when unlimited, 1,024 when unknown): what the pools of
+    open files (index descriptors here, inactive segments' logs in log_segment.py) divide."""
     try:
         import resource
 
@@ -43,7 +41,15 @@ def default_open_index_files() -> int:
             soft = 40_000
     except (ImportError, OSError, ValueError):
         soft = 1024
-    return max(16, min(soft // 8, 5_000))
+    return soft
+
+
+def default_open_index_files() -> int:
+    """How many index files may stay open at once: an eighth of RLIMIT_NOFILE's soft limit
+    (Kafka maps its indexes and keeps no descriptor for them; here the writes go through a
+    descriptor, kept open for the indexes written last). 10,000 written partitions otherwise
+    held 20,000 index descriptors besides their 10,000 logs: past the usual 20,000 limit."""
+    return max(16, min(soft_open_file_limit() // 8, 5_000))
 
 
 # The indexes holding a descriptor, least recently used first; over OPEN_INDEX_FILES the oldest

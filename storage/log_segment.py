@@ -29,7 +29,7 @@ from kafka_sidecar.protocol.record_batch import (
 from kafka_sidecar.protocol.records import decode_batches
 
 from . import failpoints
-from .index import _OPEN_LOCK, OffsetIndex, TimeIndex
+from .index import _OPEN_LOCK, OffsetIndex, TimeIndex, soft_open_file_limit
 from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -111,15 +111,7 @@ _CLOSED = SegmentFile(-1)  # a closed segment's: os calls on it fail with EBADF,
 def default_open_segment_files() -> int:
     """The pool's default cap: a quarter of RLIMIT_NOFILE's soft limit, at most 10,000 (the
     rest stays for the active segments, one each, the sockets and everything else)."""
-    try:
-        import resource
-
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    except (ImportError, OSError, ValueError):
-        soft = 1024
-    if soft == getattr(__import__("resource"), "RLIM_INFINITY", -1) or soft <= 0:
-        soft = 40_000
-    return max(16, min(soft // 4, 10_000))
+    return max(16, min(soft_open_file_limit() // 4, 10_000))
 
 
 class SegmentFilePool:
