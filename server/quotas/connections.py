@@ -53,6 +53,8 @@ def _parse_overrides(value: str | None) -> dict[str, int]:
         if not item:
             continue
         host, _, count = item.rpartition(":")
+        if not count.strip().isdigit():
+            continue  # Kafka refuses such a value when it is set; never fail an accept on it
         try:
             addresses = {_normalize(host)} if is_ip(host) else {_normalize(a[4][0]) for a in socket.getaddrinfo(host, None)}
         except OSError:
