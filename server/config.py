@@ -379,6 +379,10 @@ class BrokerConfig:
         if self.log_retention_ms() == 0:
             name = next(n for n in ("log.retention.ms", "log.retention.minutes", "log.retention.hours") if self.is_set(n))
             raise ConfigError(f"log.retention.ms must be unlimited (-1) or, greater than or equal to 1 ({self._where(name)})")
+        per_ip_problem = per_ip_config_error(str(self.values["max.connections.per.ip"]), self.values["max.connections.per.ip.overrides"])
+        if per_ip_problem is not None:
+            where = self._where("max.connections.per.ip.overrides", "max.connections.per.ip")
+            raise ConfigError(f"{per_ip_problem} ({where})")
         threads, buffer = self.values["log.cleaner.threads"], self.values["log.cleaner.dedupe.buffer.size"]
         if threads == 0:  # Kafka divides by it: java.lang.ArithmeticException: / by zero
             raise ConfigError("log.cleaner.threads must be at least 1: Kafka fails to start with 0 (/ by zero); "
@@ -450,6 +454,46 @@ class BrokerConfig:
             # KafkaConfig.logFlushIntervalMs: log.flush.interval.ms, else the flusher's interval.
             out["flush.ms"] = int(self.values["log.flush.scheduler.interval.ms"])
         return out
+
+
+# Utils.validHostPattern: the characters Kafka accepts in an override's host.
+_VALID_HOST = re.compile(r"[0-9a-zA-Z\-%._:]*")
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _java_split_csv(value: str) -> list[str]:
+    """``value.split("\\s*,\\s*")`` as Java does it: trailing empty strings are dropped."""
+    parts = re.split(r"\s*,\s*", value)
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def per_ip_config_error(per_ip: str | None, overrides: str | None) -> str | None:
+    """Why Kafka would refuse these ``max.connections.per.ip``/``...overrides`` values, or None.
+
+    KafkaConfig.validateValues on the configs in effect (at start and for a dynamic change):
+    the overrides are read by Csv.parseCsvMap (each entry split at its last ``:``; one without
+    it fails Java's substring), the counts by Integer.parseInt, the hosts checked against
+    Utils.validHostPattern; ``max.connections.per.ip`` may be 0 only with overrides set.
+    """
+    name = "max.connections.per.ip.overrides"
+    parsed: list[tuple[str, str]] = []
+    if overrides:
+        for entry in _java_split_csv(overrides):
+            colon = entry.rfind(":")
+            if colon < 0:
+                return f"Error parsing configuration property '{name}': begin 0, end -1, length {len(entry)}"
+            parsed.append((entry[:colon].strip(), entry[colon + 1:].strip()))
+    for _, count in parsed:
+        if not _JAVA_INT.fullmatch(count) or not -(2**31) <= int(count) < 2**31:
+            return f'For input string: "{count}"'
+    if per_ip is not None and str(per_ip).strip() == "0" and not parsed:
+        return (f"requirement failed: max.connections.per.ip can be set to zero only if {name} property is set.")
+    invalid = [host for host, _ in parsed if not _VALID_HOST.fullmatch(host)]
+    if invalid:
+        return f"{name} contains invalid addresses : {','.join(dict.fromkeys(invalid))}"
+    return None
 
 
 def parse_overrides(overrides: list[str]) -> dict[str, str]:

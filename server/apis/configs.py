@@ -55,6 +55,7 @@ from kafka_sidecar.storage.log_manager import InvalidTopicError, validate_topic_
 
 from .. import group_configs
 from ..broker_config_defs import BROKER_CONFIG_DEFS
+from ..config import per_ip_config_error
 from ..groups.javaorder import JavaHashMap
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import (
@@ -508,6 +509,9 @@ def _incremental_broker_configs(current: Mapping[str, str], ops: list[tuple[str,
     return props
 
 
+_PER_IP_KEYS = frozenset({"max.connections.per.ip", "max.connections.per.ip.overrides"})
+
+
 def _validate_broker_configs(broker: Broker, props: Mapping[str, str], per_broker: bool, layers: Layers) -> None:
     """DynamicBrokerConfig.validate: what may change dynamically, at which level, with valid values."""
     non_dynamic = [k for k in props if k in BROKER_CONFIG_KEYS and not BROKER_CONFIG_KEYS[k].dynamic]
@@ -535,6 +539,13 @@ def _validate_broker_configs(broker: Broker, props: Mapping[str, str], per_broke
     listener = [k for k in props if k in _LISTENER_CONFIGS or k.startswith("listener.name.")]
     if listener:
         raise ApiError(errors.INVALID_REQUEST, f"kafka-sidecar cannot change these configs dynamically: {_java_set(listener)}")
+    # KafkaConfig.validateValues on what would be in effect: the per-IP connection limits.
+    if _PER_IP_KEYS & props.keys():
+        effective = Layers(props if per_broker else layers.dynamic_broker, layers.dynamic_default if per_broker else props,
+                           layers.static, layers.default).current_props()
+        problem = per_ip_config_error(effective.get("max.connections.per.ip"), effective.get("max.connections.per.ip.overrides"))
+        if problem is not None:
+            raise ApiError(errors.INVALID_REQUEST, problem)
     # DynamicThreadPool.validateReconfiguration (reported by Kafka as an invalid dynamic configuration).
     current = layers.current_props()
     for k in _THREAD_POOL_CONFIGS:

@@ -130,3 +130,37 @@ def test_max_connections_per_ip_override(conform):
     assert obs["three_connections"] == ["answered", "answered", "closed"]
     assert obs["after_one_closed"] == "answered" and obs["still_open"] == "answered"
     assert obs["after_delete"] == ["answered"] * 3
+
+
+# Values Kafka refuses when they are set (KafkaConfig.validateValues through DynamicBrokerConfig):
+# a host that is not a valid host pattern, an entry without ":" or without a numeric count, and
+# max.connections.per.ip=0 without overrides; and three it takes (validate_only: nothing changes).
+_INVALID_PER_IP = [
+    ("max.connections.per.ip.overrides", "hostName#:100"),
+    ("max.connections.per.ip.overrides", "127.0.0.1"),
+    ("max.connections.per.ip.overrides", "127.0.0.1:many"),
+    ("max.connections.per.ip.overrides", "127.0.0.1:5,"),
+    ("max.connections.per.ip.overrides", "127.0.0.1:5, localhost : 7"),
+    ("max.connections.per.ip.overrides", "127.0.0.1:-1"),
+    ("max.connections.per.ip", "0"),
+]
+
+
+def _validate_only(w: Any, name: str, value: str, node: str = "") -> Any:
+    op = {"name": name, "config_operation": 0, "value": value}
+    body = w.call(44, 0, {"validate_only": True, "resources": [{"resource_type": 4, "resource_name": node, "configs": [op]}]})
+    return [(r["error_code"], r["error_message"]) for r in body["responses"]]
+
+
+def scenario_per_ip_limits_validated(ctx: Ctx) -> dict[str, Any]:
+    w = ctx.wire()
+    return {f"{name}={value}": _validate_only(w, name, value) for name, value in _INVALID_PER_IP}
+
+
+def test_per_ip_limits_validated(conform):
+    obs = conform(scenario_per_ip_limits_validated)
+    codes = {k: v[0][0] for k, v in obs.items()}
+    accepted = {"max.connections.per.ip.overrides=127.0.0.1:5,", "max.connections.per.ip.overrides=127.0.0.1:5, localhost : 7",
+                "max.connections.per.ip.overrides=127.0.0.1:-1"}
+    assert {k for k, c in codes.items() if c == 0} == accepted
+    assert all(c == 42 for k, c in codes.items() if k not in accepted)  # INVALID_REQUEST

@@ -97,6 +97,10 @@ REFUSED_AT_START = [
     ("log.roll.jitter.ms", "-5"),  # "requirement failed: log.roll.jitter.ms must be greater than or equal to 0"
     ("log.flush.interval.ms", "-5"),  # "Invalid value -5 for configuration flush.ms: Value must be at least 0"
     ("offsets.topic.compression.codec", "7"),  # "Unknown compression type id: 7"
+    ("max.connections.per.ip", "0"),  # "requirement failed: ... can be set to zero only if ...overrides property is set."
+    ("max.connections.per.ip.overrides", "hostName#:100"),  # "... contains invalid addresses : hostName#"
+    ("max.connections.per.ip.overrides", "127.0.0.1"),  # Csv.parseCsvMap: "begin 0, end -1, length 9"
+    ("max.connections.per.ip.overrides", "127.0.0.1:many"),  # 'For input string: "many"'
     ("broker.id", "-5"),  # node.id takes it: "Invalid value -5 for configuration node.id: Value must be at least 0"
 ]
 
@@ -130,6 +134,15 @@ def test_negative_retention_means_unlimited_as_kafka(value: str) -> None:
     # log.retention.ms wins over the coarser units, as in Kafka
     both = BrokerConfig.load(overrides={"log.retention.ms": "-5", "log.retention.hours": "1"}).log_defaults()
     assert both["retention.ms"] == -1
+
+
+def test_per_ip_limits_use_kafkas_words_at_start() -> None:
+    assert load(max_connections_per_ip="0", max_connections_per_ip_overrides="127.0.0.1:5").values["max.connections.per.ip"] == 0
+    with pytest.raises(ConfigError) as e:
+        load(max_connections_per_ip_overrides="127.0.0.1:5, a#b:1, c:2")
+    assert str(e.value) == ("max.connections.per.ip.overrides contains invalid addresses : a#b "
+                            "(max.connections.per.ip.overrides=127.0.0.1:5, a#b:1, c:2, from --override)")
+    assert load(max_connections_per_ip_overrides="127.0.0.1:5,").values["max.connections.per.ip.overrides"] == "127.0.0.1:5,"
 
 
 def test_start_requirements_use_kafkas_words() -> None:
