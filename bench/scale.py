@@ -7,7 +7,7 @@ and the reference Kafka in the same run, with ratios and the goals (met or not).
     python -m bench.scale --skip-connections --skip-big     # the partition axis only
     python -m bench.scale --sidecar-python /tmp/old/.venv/bin/python   # another build of ours
 
-The default is the whole load of issue #18 (``--partitions 1,100,1000,10000``, ``--big-mb 2048``,
+The default is the whole load of issue #18 (``--partitions 1,100,1000,2000,10000``, ``--big-mb 2048``,
 1/10/100/500 producer connections, 1/8 consumers): about 20-30 min on 2 quiet cores (an
 estimate from the 1,000-partition point, ~100 s for both), most of it the reference's
 10,000-partition point. It is the default because
@@ -605,7 +605,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
     ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--partitions", type=ints, default=[1, 100, 1000, 10000], help="partition counts (default 1,100,1000,10000)")
+    ap.add_argument("--partitions", type=ints, default=[1, 100, 1000, 2000, 10000], help="partition counts (default 1,100,1000,2000,10000)")
     ap.add_argument("--per-topic", type=int, default=100, help="partitions per topic (default 100)")
     ap.add_argument("--spread-records", type=int, default=200_000, help="records of the spread produce (at least 10 per partition)")
     ap.add_argument("--spread-warmup", type=int, default=None, help="records produced untimed first (default: one run's worth)")
