@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,10 +132,31 @@ def scan_partition_dirs(data_dir: Path) -> list[tuple[tuple[str, int], Path]]:
 def load_logs(items: list[_T], load: Callable[[_T], Log], threads: int) -> list[Log]:
     """Kafka's LogManager.loadLogs: the logs of a data dir loaded (and recovered) on a pool of
     ``num.recovery.threads.per.data.dir`` threads; the results in the order of ``items``."""
-    if threads <= 1 or len(items) <= 1:
-        return [load(item) for item in items]
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
-        return list(pool.map(load, items))
+    with gc_paused():
+        if threads <= 1 or len(items) <= 1:
+            return [load(item) for item in items]
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
+            return list(pool.map(load, items))
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while the logs load, and what they left frozen after.
+
+    Loading makes objects that live as long as the broker (every log, segment and index) and
+    almost no garbage; each collection meanwhile walks all of them again (10,000 partitions:
+    ~0.15-0.3 s of a ~1.1 s load), and the first full collection after it does too. Frozen
+    (gc.freeze) they are left out of every later collection; ``LogManager.shutdown`` and topic
+    deletion unfreeze, so cycles among what is dropped are collected again.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def load_summary(logs: list[Log]) -> str:
@@ -354,6 +376,7 @@ class LogManager:
                 self._write_topics_file()
         finally:
             self._deleting.discard(info.name)
+        gc.unfreeze()  # the dropped logs may be frozen since the start (gc_paused): collectable again
         log.info("deleted topic %s (%d partition dirs renamed for removal)", info.name, len(renamed))
         return renamed
 
@@ -539,6 +562,7 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Stop the cleaner, flush, close, write checkpoints and the clean-shutdown marker."""
+        gc.unfreeze()  # what the start froze (gc_paused) is garbage after this
         if self.cleaner is not None:
             self.cleaner.stop()
         with self._lock:
