@@ -89,6 +89,13 @@ class LocalProtocolError(Exception):
     """The caller broke the contract (an answer with no request outstanding, or out of order)."""
 
 
+# Events without a payload, and the size prefix's NeedData: made once (they are frozen, so a shared
+# instance is indistinguishable from a new one), not once or twice per request.
+_PAUSED = Paused()
+_CLOSED = ConnectionClosed()
+_NEED_PREFIX = (None, NeedData(1), NeedData(2), NeedData(3), NeedData(4))
+
+
 # ---- the pre-authentication gate ------------------------------------------------------------
 
 
@@ -188,15 +195,16 @@ class KafkaChannel:
 
     def next_event(self) -> Event:
         """The next thing that happened on the connection (checks are made here, in order)."""
-        if self._state is _State.CLOSED:
-            return ConnectionClosed()
-        if self._state is _State.MUTED:
-            return Paused()
+        state = self._state
+        if state is _State.MUTED:
+            return _PAUSED
+        if state is _State.CLOSED:
+            return _CLOSED
         if self._size is None:
-            if self._buffered < _SIZE.size:
+            if self._buffered < 4:  # _SIZE.size
                 if self._eof:  # nothing, or part of a size prefix: a plain close
-                    return self._close(ConnectionClosed())
-                return NeedData(_SIZE.size - self._buffered)
+                    return self._close(_CLOSED)
+                return _NEED_PREFIX[4 - self._buffered]
             (size,) = _SIZE.unpack(self._take(_SIZE.size))
             # Checked on the prefix alone: an oversized body is never buffered.
             limit = self.gate.receive_limit if self.gate is not None else None
@@ -247,7 +255,7 @@ class KafkaChannel:
         expected = self._outstanding
         if expected is not None and parts:
             first = parts[0]
-            if isinstance(first, (bytes, bytearray)) and len(first) >= 8:
+            if (first.__class__ is bytes or isinstance(first, (bytes, bytearray))) and len(first) >= 8:
                 (correlation_id,) = _CORRELATION.unpack_from(first, _SIZE.size)
                 if correlation_id != expected:
                     raise LocalProtocolError(f"a response to correlation id {correlation_id} while "
@@ -263,7 +271,7 @@ class KafkaChannel:
 
     def close(self) -> None:
         """No more events: whatever is buffered is dropped."""
-        self._close(ConnectionClosed())
+        self._close(_CLOSED)
 
     def _unmute(self) -> None:
         self._state, self._outstanding = _State.RECEIVING, None

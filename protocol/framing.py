@@ -12,12 +12,14 @@ read the answer to a version it guessed).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _SIZE = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _I32 = struct.Struct(">i")
 _API_PEEK = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_HEAD = struct.Struct(">ii")  # size, correlation id (response header v0)
+_FLEXIBLE_HEAD = struct.Struct(">iiB")  # size, correlation id, no tagged fields (response header v1)
 
 API_VERSIONS_KEY = 18
 DEFAULT_MAX_FRAME = 104857600  # socket.request.max.bytes
@@ -32,8 +34,10 @@ class FrameError(Exception):
     """The byte stream is not valid Kafka framing; the connection must be closed."""
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):
+    """Immutable, as the frozen dataclass it replaces; a NamedTuple is built in a third of the
+    time (one per request: a frozen dataclass sets each field through ``object.__setattr__``)."""
+
     api_key: int
     api_version: int
     correlation_id: int
@@ -94,5 +98,13 @@ def response_header(correlation_id: int, flexible: bool) -> bytes:
 
 def frame(payload_parts: list[bytes], extra_size: int = 0) -> bytes:
     """Size-prefix the parts; ``extra_size`` counts bytes sent separately (e.g. by sendfile)."""
-    size = sum(len(p) for p in payload_parts) + extra_size
-    return _SIZE.pack(size) + b"".join(payload_parts)
+    payload = b"".join(payload_parts)
+    return _SIZE.pack(len(payload) + extra_size) + payload
+
+
+def framed_response(correlation_id: int, flexible: bool, body: bytes) -> bytes:
+    """``frame([response_header(correlation_id, flexible), body])`` in one step (every answer
+    built from a dict goes through here)."""
+    if flexible:
+        return _FLEXIBLE_HEAD.pack(len(body) + 5, correlation_id, 0) + body
+    return _HEAD.pack(len(body) + 4, correlation_id) + body

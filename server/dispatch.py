@@ -18,6 +18,7 @@ from kafka_sidecar.protocol.framing import (
     ProtocolViolation,
     RequestHeader,
     frame,
+    framed_response,
     parse_request_header,
     peek_api,
     response_header,
@@ -194,6 +195,11 @@ def _unsupported_api_versions(correlation_id: int) -> list[bytes]:
     return [frame([response_header(correlation_id, False), body])]
 
 
+# Whether each (API, version) is flexible (request header v2, response header v1): a dict read
+# per request instead of two cached schema look-ups.
+_FLEXIBLE: dict[tuple[int, int], bool] = {}
+
+
 async def handle_request(broker: Broker, conn: Connection, data: bytes) -> list[Any] | None:
     """Decode, run and encode one request; returns the framed response parts or None."""
     started = time.perf_counter()
@@ -210,7 +216,9 @@ async def handle_request(broker: Broker, conn: Connection, data: bytes) -> list[
         raise ProtocolViolation(
             f"unsupported version {version} of {spec.name} (supported {spec.min_version}-{spec.max_version})"
         )
-    flexible = is_flexible_request(api_key, version)
+    flexible = _FLEXIBLE.get((api_key, version))
+    if flexible is None:
+        flexible = _FLEXIBLE[api_key, version] = is_flexible_request(api_key, version)
     header = parse_request_header(data, flexible)
     try:
         request = decode_request_body(api_key, version, data, header.body_offset)
@@ -228,9 +236,10 @@ async def handle_request(broker: Broker, conn: Connection, data: bytes) -> list[
     if result is None:
         return None
     # ApiVersions responses always use header v0 so clients can parse them before negotiating.
-    head = response_header(correlation_id, flexible and api_key != API_VERSIONS_KEY)
     if isinstance(result, dict):
-        return [frame([head, encode_body(api_key, version, result)])]
+        return [framed_response(correlation_id, flexible and api_key != API_VERSIONS_KEY,
+                                encode_body(api_key, version, result))]
+    head = response_header(correlation_id, flexible and api_key != API_VERSIONS_KEY)
     # Pre-encoded parts (Fetch): bytes and file slices, framed around their total size.
     sizes = sum(len(p) if isinstance(p, bytes) else p.size for p in result)
     return [frame([head], sizes), *result]

@@ -205,30 +205,35 @@ async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader
     # A topic named twice gets one answer, its partitions in request order (Kafka answers from a
     # map keyed by topic and partition).
     by_topic: dict[tuple[str | None, Any], list[dict[str, Any]]] = {}
+    acks_valid = acks in (0, 1, -1)
+    version, client_id = header.api_version, header.client_id
+    transactional_id = getattr(request, "transactional_id", None)
     for t, name in zip(request.topic_data, names, strict=True):
-        key = (name, getattr(t, "topic_id", None))
-        if key not in by_topic:
-            by_topic[key] = []
-            responses.append({**_topic_key(t, name), "partition_responses": by_topic[key]})
-        results = by_topic[key]
+        topic_id = getattr(t, "topic_id", None)
+        key = (name, topic_id)
+        results = by_topic.get(key)
+        if results is None:
+            results = by_topic[key] = []
+            # _topic_key's fields, then the partitions (the answer's dict, in that key order)
+            responses.append({"name": name if name is not None else "", "topic_id": topic_id,
+                              "partition_responses": results})
         for p in t.partition_data:
             if name is None:
-                log.info("rejected produce to topic id %s from %s: unknown topic id", t.topic_id, header.client_id)
+                log.info("rejected produce to topic id %s from %s: unknown topic id", t.topic_id, client_id)
                 results.append(_partition_result(p.index, errors.UNKNOWN_TOPIC_ID))
                 continue
             if writable is not None and name not in writable:
                 results.append(_partition_result(p.index, TOPIC_AUTHORIZATION_FAILED))
                 continue
-            if acks not in (0, 1, -1):
+            if not acks_valid:
                 results.append(_partition_result(p.index, errors.INVALID_REQUIRED_ACKS))
                 continue
             lg = lm.get_log(name, p.index)
             if lg is None:
-                log.info("rejected produce to %s-%d from %s: unknown topic or partition", name, p.index, header.client_id)
+                log.info("rejected produce to %s-%d from %s: unknown topic or partition", name, p.index, client_id)
                 results.append(_partition_result(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            results.append(append_to_log(broker, lg, p.index, p.records, header.api_version, header.client_id, flushes,
-                                         getattr(request, "transactional_id", None)))
+            results.append(append_to_log(broker, lg, p.index, p.records, version, client_id, flushes, transactional_id))
     throttle = 0
     if started:
         # KafkaApis: the request's bytes against producer_byte_rate, its handler time against
