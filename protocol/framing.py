@@ -81,6 +81,8 @@ def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
         client_id = frame[pos : pos + client_len].decode("utf-8", "replace")
         pos += client_len
     if flexible:
+        if pos < len(frame) and frame[pos] == 0:  # no tagged fields: the usual header
+            return RequestHeader(api_key, api_version, correlation_id, client_id, pos + 1)
         count, pos = _read_uvarint(frame, pos)
         for _ in range(count):
             _tag, pos = _read_uvarint(frame, pos)

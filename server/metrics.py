@@ -84,7 +84,7 @@ def _count_errors(obj: Any, out: dict[int, int], depth: int = 0) -> None:
     if depth >= 4:
         return
     for v in obj.values():
-        if v.__class__ is list:
+        if v.__class__ is list and v:  # an empty list (a Produce answer's record_errors) has nothing
             for item in v:
                 if item.__class__ is dict:
                     _count_errors(item, out, depth + 1)

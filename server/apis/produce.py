@@ -21,6 +21,9 @@ from typing import TYPE_CHECKING, Any
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.record_batch import (
+    CONTROL_MASK,
+    LOG_OVERHEAD,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     CorruptRecordError,
     InvalidRecordError,
@@ -120,12 +123,20 @@ def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, ve
         log.warning("rejected produce to %s-%d from %s: %s", topic, index, client, e)
         return _partition_result(index, errors.CORRUPT_MESSAGE)
     config = lg.config
+    max_message_bytes = config.max_message_bytes
+    # One pass over the headers: the first batch over max.message.bytes, and the attribute bits
+    # of all of them (control: refused below; transactional: verified before the append).
+    too_large = None
+    attributes = 0
     for h in headers:
-        if h.size > config.max_message_bytes:
-            log.info("rejected produce to %s-%d from %s: batch of %d bytes > max.message.bytes %d",
-                     topic, index, client, h.size, config.max_message_bytes)
-            return _partition_result(index, errors.MESSAGE_TOO_LARGE)
-    if any(h.is_control for h in headers):
+        if too_large is None and h.batch_length + LOG_OVERHEAD > max_message_bytes:
+            too_large = h
+        attributes |= h.attributes
+    if too_large is not None:
+        log.info("rejected produce to %s-%d from %s: batch of %d bytes > max.message.bytes %d",
+                 topic, index, client, too_large.size, max_message_bytes)
+        return _partition_result(index, errors.MESSAGE_TOO_LARGE)
+    if attributes & CONTROL_MASK:
         # Kafka's LogValidator.validateBatch: only the broker writes control batches (transaction markers).
         log.warning("rejected produce to %s-%d from %s: clients are not allowed to write control records", topic, index, client)
         return _partition_result(index, errors.INVALID_RECORD)
@@ -141,7 +152,7 @@ def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, ve
         log.info("rejected produce to %s-%d from %s: batch of %d bytes > segment.bytes %d",
                  topic, index, client, len(records), config.segment_bytes)
         return _partition_result(index, errors.RECORD_LIST_TOO_LARGE)
-    if any(h.is_transactional for h in headers):
+    if attributes & TRANSACTIONAL_MASK:
         code, message = verify_transactional_partition(broker, lg, headers, transactional_id, version)
         if code != errors.NONE:
             log.info("rejected transactional produce to %s-%d from %s (transactional id %r): error %d", topic, index, client, transactional_id, code)
