@@ -196,6 +196,20 @@ class KafkaChannel:
     def next_event(self) -> Event:
         """The next thing that happened on the connection (checks are made here, in order)."""
         state = self._state
+        if state is _State.RECEIVING and self._size is None and self.gate is None and self._chunks:
+            # The usual case: a whole frame, size prefix first, at the head of the first chunk
+            # (a driver reading as much as the socket has): handed out with one slice.
+            first = self._chunks[0]
+            if len(first) >= 4:
+                (size,) = _SIZE.unpack_from(first, 0)
+                end = size + 4
+                if 0 < size <= self.max_request_size and len(first) >= end:
+                    self._buffered -= end
+                    if len(first) == end:
+                        self._chunks.popleft()
+                        return self._frame_event(first[4:])
+                    self._chunks[0] = first[end:]
+                    return self._frame_event(first[4:end])
         if state is _State.MUTED:
             return _PAUSED
         if state is _State.CLOSED:

@@ -119,8 +119,14 @@ def decode_produce(version: int, buf: bytes, pos: int) -> ProduceRequest | None:
 
 
 def _decode(version: int, buf: bytes, pos: int) -> ProduceRequest:
+    # Each length is a uvarint, nearly always of one byte: read in line, _uvarint otherwise (a
+    # read past the end raises IndexError: the caller's fallback, as _uvarint's _Fallback).
     end = len(buf)
-    n, pos = _uvarint(buf, pos, end)
+    n = buf[pos]
+    if n < 0x80:
+        pos += 1
+    else:
+        n, pos = _uvarint(buf, pos, end)
     transactional_id = None
     if n:
         stop = pos + n - 1
@@ -132,7 +138,11 @@ def _decode(version: int, buf: bytes, pos: int) -> ProduceRequest:
         raise _Fallback
     acks, timeout_ms = _HI.unpack_from(buf, pos)
     pos += 6
-    count, pos = _uvarint(buf, pos, end)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _uvarint(buf, pos, end)
     if not count:  # a null array: refused, in kio's words
         raise _Fallback
     by_id = version >= FIRST_TOPIC_ID
@@ -147,13 +157,21 @@ def _decode(version: int, buf: bytes, pos: int) -> ProduceRequest:
             if topic_id == _ZERO_UUID:
                 raise _Fallback  # kio's reading of the zero id is kio's
         else:
-            n, pos = _uvarint(buf, pos, end)
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _uvarint(buf, pos, end)
             stop = pos + n - 1
             if not n or stop > end:
                 raise _Fallback
             name = buf[pos:stop].decode()
             pos = stop
-        pcount, pos = _uvarint(buf, pos, end)
+        pcount = buf[pos]
+        if pcount < 0x80:
+            pos += 1
+        else:
+            pcount, pos = _uvarint(buf, pos, end)
         if not pcount:
             raise _Fallback
         partitions = []
