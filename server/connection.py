@@ -56,6 +56,7 @@ from kafka_sidecar.protocol.connection import (
 from kafka_sidecar.protocol.framing import API_VERSIONS_KEY, FrameError
 from kafka_sidecar.storage.log_segment import FileSlice
 
+from .direct_send import has_slice, send_parts
 from .dispatch import SUPPORTED_APIS, ProtocolViolation, handle_request
 from .security.sasl import AuthenticationClose, Gate, SaslServerAuthenticator
 from .security.tls import NoMatchingRule, ssl_principal
@@ -249,6 +250,8 @@ class Connection:
         # listener's authentication (server/security) says otherwise.
         self.principal: str = "User:ANONYMOUS"
         self._sendfile_ok = True
+        # A plain socket transport (not TLS): record slices are sent by server/direct_send.py.
+        self._plain = writer.get_extra_info("socket") is not None
         # KIP-219: a throttled answer (server/quotas) sets when this connection may be read again;
         # the size of the request being handled is what the produce quota counts.
         self.throttle_until = 0.0
@@ -311,6 +314,7 @@ class Connection:
                 return False
             self.writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
             self._sendfile_ok = False  # TLS transports cannot sendfile (the bytes must be encrypted)
+            self._plain = False
             if sec.sasl is None:
                 assert sec.principal_mapper is not None
                 try:
@@ -446,8 +450,14 @@ class Connection:
         return True
 
     async def send(self, parts: list[Any]) -> None:
-        """Write a response made of bytes and file slices (size prefix already included)."""
+        """Write a response made of bytes and file slices (size prefix already included).
+
+        On a plain socket an answer with record slices is sent with direct non-blocking
+        sendfile calls (server/direct_send.py), cheaper than asyncio's loop.sendfile."""
         writer = self.writer
+        if self._sendfile_ok and self._plain and has_slice(parts):
+            await send_parts(writer.transport, writer.drain, parts)  # type: ignore[arg-type]
+            return
         for part in parts:
             if isinstance(part, FileSlice):
                 await self._send_slice(part)
