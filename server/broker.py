@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kafka_sidecar.storage.log_manager import CleanerConfig, DataDirError, LogManager
+from kafka_sidecar.storage.log_segment import follow_open_file_limit
 
 from .config import BrokerConfig
 from .connection import Connection, admit
@@ -346,6 +347,8 @@ def raise_open_file_limit(partitions: int, data_dir: Path) -> int:
             soft = target
         except (ValueError, OSError) as e:
             log.warning("cannot raise the open file limit from %d to %d: %s", soft, target, e)
+    # The pools of open files were sized at import, from the limit before the raise.
+    follow_open_file_limit()
     needed = partitions + FD_HEADROOM
     if soft != resource.RLIM_INFINITY and soft < needed:
         raise DataDirError(

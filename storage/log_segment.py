@@ -29,7 +29,14 @@ from kafka_sidecar.protocol.record_batch import (
 from kafka_sidecar.protocol.records import decode_batches
 
 from . import failpoints
-from .index import _OPEN_LOCK, OffsetIndex, TimeIndex, soft_open_file_limit
+from .index import (
+    _OPEN_LOCK,
+    OPEN_INDEX_FILES,
+    OffsetIndex,
+    TimeIndex,
+    default_open_index_files,
+    soft_open_file_limit,
+)
 from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -161,6 +168,16 @@ class SegmentFilePool:
 
 
 SEGMENT_FILES = SegmentFilePool(default_open_segment_files())
+
+
+def follow_open_file_limit() -> tuple[int, int]:
+    """Recompute both pools' default caps (open index files, inactive segments' logs) from the
+    soft RLIMIT_NOFILE in effect now. They are first computed at import, before the broker
+    raises the limit (server/broker.py raise_open_file_limit), which calls this after; returns
+    (index files cap, segment files cap)."""
+    OPEN_INDEX_FILES[0] = default_open_index_files()
+    SEGMENT_FILES.set_cap(default_open_segment_files())
+    return OPEN_INDEX_FILES[0], SEGMENT_FILES.cap
 
 
 @dataclass
