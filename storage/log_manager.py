@@ -108,14 +108,19 @@ class TopicInfo:
     configs: dict[str, Any] = field(default_factory=dict)
 
 
-def scan_partition_dirs(data_dir: Path) -> list[tuple[tuple[str, int], Path]]:
-    """The partition directories of a data dir, in name order; the ``-delete`` directories an
-    unfinished topic deletion left are removed on the way."""
-    out: list[tuple[tuple[str, int], Path]] = []
-    # scandir: the entry type comes with the listing (no stat per partition directory).
+def list_dirs(data_dir: Path) -> list[str]:
+    """The names of the directories in ``data_dir``, sorted (scandir: the entry type comes with
+    the listing, no stat per partition directory)."""
     with os.scandir(data_dir) as it:
-        dirs = sorted(e.name for e in it if e.is_dir())
-    for entry in dirs:
+        return sorted(e.name for e in it if e.is_dir())
+
+
+def scan_partition_dirs(data_dir: Path, dirs: list[str] | None = None) -> list[tuple[tuple[str, int], Path]]:
+    """The partition directories of a data dir, in name order; the ``-delete`` directories an
+    unfinished topic deletion left are removed on the way. ``dirs``: ``list_dirs(data_dir)``,
+    when the caller has listed it already."""
+    out: list[tuple[tuple[str, int], Path]] = []
+    for entry in list_dirs(data_dir) if dirs is None else dirs:
         if entry in IGNORED_DIRS:
             continue
         path = data_dir / entry
@@ -209,23 +214,25 @@ class LogManager:
         self._load_broker_dynamic_configs()
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()
-        fresh = not any(p.is_dir() for p in self.data_dir.iterdir())
+        dirs = list_dirs(self.data_dir)
+        fresh = not dirs
         recovery_points = checkpoint.read_offsets(self.data_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = checkpoint.read_offsets(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         stored = read_topics_file(self.data_dir)
         started = time.monotonic()
         to_load: list[tuple[tuple[str, int], Path, TopicInfo]] = []
         configs: dict[str, LogConfig] = {}  # one LogConfig per topic at start (the same for its partitions)
-        for (topic, partition), path in scan_partition_dirs(self.data_dir):
-            info = self.topics.get(topic)
-            if info is None:
-                saved = stored.get(topic, {})
-                topic_id = self._resolve_topic_id(topic, saved.get("topic_id"))
-                info = TopicInfo(topic, topic_id, 0, dict(saved.get("configs", {})))
-                self.topics[topic] = info
-                self.topics_by_id[topic_id] = info
-            info.partitions = max(info.partitions, partition + 1)
-            to_load.append(((topic, partition), path, info))
+        with gc_paused():  # the scan makes objects that live as long as the broker, too
+            for (topic, partition), path in scan_partition_dirs(self.data_dir, dirs):
+                info = self.topics.get(topic)
+                if info is None:
+                    saved = stored.get(topic, {})
+                    topic_id = self._resolve_topic_id(topic, saved.get("topic_id"))
+                    info = TopicInfo(topic, topic_id, 0, dict(saved.get("configs", {})))
+                    self.topics[topic] = info
+                    self.topics_by_id[topic_id] = info
+                info.partitions = max(info.partitions, partition + 1)
+                to_load.append(((topic, partition), path, info))
 
         def load(item: tuple[tuple[str, int], Path, TopicInfo]) -> Log:
             (topic, partition), path, info = item

@@ -330,7 +330,8 @@ class ProducerStateManager:
 
     def load_snapshot(self, offset: int) -> bool:
         """Replace the state with snapshot ``offset``; False (and the file removed) if it is corrupt."""
-        path = snapshot_path(self.dir, offset)
+        # A str path (no Path object: one snapshot is read per partition at start).
+        path = f"{os.fspath(self.dir)}/{offset:020d}{SNAPSHOT_SUFFIX}"
         try:
             entries = read_producer_snapshot(path)
             producers: dict[int, ProducerStateEntry] = {}
@@ -345,7 +346,8 @@ class ProducerStateManager:
                     e.batches.append(BatchMetadata(first_seq, last_seq, last_offset, delta, ts))
                 producers[pid] = e
         except (OSError, ValueError) as e:  # ProducerSnapshotError is a ValueError
-            log.warning("%s: ignoring producer snapshot %s (%s); state is rebuilt from the log", self.topic_partition, path.name, e)
+            log.warning("%s: ignoring producer snapshot %s (%s); state is rebuilt from the log", self.topic_partition,
+                        os.path.basename(path), e)
             self._delete_snapshot(offset)
             return False
         self.producers = producers
