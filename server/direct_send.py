@@ -20,12 +20,15 @@ the write fallback (Connection.send).
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import socket
 from typing import Any
 
 from kafka_sidecar.storage.log_segment import FileSlice
 
+# os.sendfile's errors when the file (system) cannot be sent from (asyncio's fallback cases).
+_NO_SENDFILE = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
 # How often a send waiting for a writable socket looks whether its connection was closed.
 CLOSED_POLL_S = 0.25
 
@@ -68,7 +71,15 @@ class _Cursor:
             try:
                 if isinstance(item, tuple):
                     fd, position, size = item
-                    n = os.sendfile(self.sock_fd, fd, position + self.offset, size - self.offset)
+                    try:
+                        n = os.sendfile(self.sock_fd, fd, position + self.offset, size - self.offset)
+                    except OSError as e:
+                        if e.errno not in _NO_SENDFILE:
+                            raise
+                        # A file system without sendfile: the rest of the slice is read and written.
+                        self.items[self.index] = memoryview(os.pread(fd, size - self.offset, position + self.offset))
+                        self.offset = 0
+                        continue
                     if n == 0:
                         raise ConnectionError(f"sendfile sent {self.offset} of {size} bytes (file shorter)")
                 else:
