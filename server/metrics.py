@@ -90,6 +90,32 @@ def _count_errors(obj: Any, out: dict[int, int], depth: int = 0) -> None:
                     _count_errors(item, out, depth + 1)
 
 
+_PRODUCE_ANSWER_KEYS = frozenset(("responses", "throttle_time"))
+
+
+def _count_produce_errors(response: dict[str, Any], out: dict[int, int]) -> None:
+    """``_count_errors`` for the Produce handler's answer, without walking every field (it was
+    1.3 us of each request): Kafka's ProduceResponse has an error code on partitions only (its
+    record_errors, current_leader and node_endpoints have none), so those are all it counts."""
+    topics = response["responses"]
+    if topics.__class__ is not list:
+        return
+    for t in topics:
+        if t.__class__ is not dict:
+            continue
+        code = t.get("error_code")  # none in Kafka's schema: counted if ever there, as _count_errors would
+        if code:
+            out[code] += 1
+        partitions = t.get("partition_responses")
+        if partitions.__class__ is not list:
+            continue
+        for p in partitions:
+            if p.__class__ is dict:
+                code = p.get("error_code")
+                if code:
+                    out[code] += 1
+
+
 class Metrics:
     """Counters the broker bumps; read by :class:`SidecarCollector` at scrape time."""
 
@@ -121,7 +147,10 @@ class Metrics:
         st.buckets[bisect.bisect_left(BUCKETS, seconds)] += 1
         st.sum += seconds
         if response.__class__ is dict:
-            _count_errors(response, st.errors)
+            if api == "Produce" and response.keys() == _PRODUCE_ANSWER_KEYS:
+                _count_produce_errors(response, st.errors)
+            else:
+                _count_errors(response, st.errors)
 
     def record_produce(self, topic: str, nbytes: int, records: int) -> None:
         self.bytes_in[topic] += nbytes
