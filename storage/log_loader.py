@@ -30,13 +30,17 @@ from .log_segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
-from .producer_state import CompletedTxn, ProducerStateManager
+from .producer_state import SNAPSHOT_SUFFIX, CompletedTxn, ProducerStateManager
 from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 __all__ = ["CONTROL_ABORT", "CONTROL_COMMIT", "LoadedLogOffsets", "LogLoader", "aborted_txn_entry", "read_marker"]
 
 # The Log's own logger, so that operators' log lines keep their logger name.
 log = logging.getLogger(__name__.rpartition(".")[0] + ".log")
+
+_LEFT_OVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
+# The suffixes of ``<offset><suffix>`` files: the segment's log, its indexes, producer snapshots.
+_OFFSET_SUFFIXES = frozenset((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX))
 
 MARKER_KEY = struct.Struct(">hh")  # version, ControlRecordType (0 ABORT, 1 COMMIT)
 MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
@@ -127,27 +131,34 @@ class LogLoader:
         if any(e.endswith(SWAP_SUFFIX) for e in entries):
             self._complete_swaps()
             entries = os.listdir(self.dir)
+        # One pass over the names (one partition's directory, thousands of them at start).
         bases: set[int] = set()
         kept: list[str] = []
-        index_suffixes = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+        indexes: list[tuple[int, str]] = []  # (base offset, name) of the index files
+        snapshots: list[int] = []
         for entry in entries:
-            if entry.endswith((DELETED_SUFFIX, ".cleaned", ".tmp")):
+            if entry.endswith(_LEFT_OVER_SUFFIXES):
                 # Left by a deletion or cleaning that did not finish: Kafka removes these at load.
                 (self.dir / entry).unlink(missing_ok=True)
                 continue
             kept.append(entry)
             # <digits><suffix>: the digits hold no dot, so the suffix is all from the first one.
             stem, _, _ = entry.partition(".")
-            if entry[len(stem):] == LOG_SUFFIX and stem.isdigit():
-                bases.add(int(stem))
-        for entry in kept:
-            # An index without its log is dropped, as Kafka does.
-            stem, _, _ = entry.partition(".")
-            if entry[len(stem):] in index_suffixes and stem.isdigit() and int(stem) not in bases:
+            suffix = entry[len(stem):]
+            if suffix in _OFFSET_SUFFIXES and stem.isdigit():
+                if suffix == LOG_SUFFIX:
+                    bases.add(int(stem))
+                elif suffix == SNAPSHOT_SUFFIX:
+                    snapshots.append(int(stem))
+                else:
+                    indexes.append((int(stem), entry))
+        for base, entry in indexes:
+            if base not in bases:  # an index without its log is dropped, as Kafka does
                 (self.dir / entry).unlink(missing_ok=True)
         ordered = sorted(bases)
         names = set(kept)
-        self.producer_state.found_files(kept)
+        snapshots.sort()
+        self.producer_state.found_snapshots(snapshots)
         for i, base in enumerate(ordered):
             is_last = i == len(ordered) - 1
             self.segments.add_segment(open_segment(self.dir, base, self.config, active=is_last, on_rebuild=self._mark_txn_rebuild, names=names))

@@ -50,6 +50,8 @@ SWAP_SUFFIX = ".swap"
 # A check deferred to an index's first use reads every entry's batch header up to this many
 # entries (a few ms); past it only the last entries are (reads check the entries they use).
 DEFERRED_FULL_CHECK_ENTRIES = 2_000
+# Bytes the load's check of the active segment's tail reads at once.
+TAIL_READ = 1 << 16
 
 
 class StorageError(Exception):
@@ -850,11 +852,17 @@ def segment_tail_problem(seg: LogSegment) -> str | None:
     prev_last = seg.base_offset - 1
     first = True
     f = seg._file()
+    # The tail is read in one pread (up to TAIL_READ bytes; an idle partition's whole tail), a
+    # batch past the buffer with one more.
+    buf = b""
+    buf_pos = pos  # the file position of buf[0]
     while pos < seg.size:
-        raw = os.pread(f.fd, BATCH_HEADER_SIZE, pos)
-        if len(raw) < BATCH_HEADER_SIZE:
-            return f"{seg.size - pos} stray bytes at the end of {seg.log_path.name}"
-        h = read_header(raw)
+        rel = pos - buf_pos
+        if rel + BATCH_HEADER_SIZE > len(buf):
+            buf, buf_pos, rel = os.pread(f.fd, max(BATCH_HEADER_SIZE, min(seg.size - pos, TAIL_READ)), pos), pos, 0
+            if len(buf) < BATCH_HEADER_SIZE:
+                return f"{seg.size - pos} stray bytes at the end of {seg.log_path.name}"
+        h = read_header(buf, rel)
         if h.magic != 2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + h.size > seg.size:
             return f"no valid batch at position {pos} of {seg.log_path.name}"
         if (h.base_offset <= prev_last and not first) or h.base_offset < seg.base_offset or h.last_offset < h.base_offset:
@@ -862,7 +870,8 @@ def segment_tail_problem(seg: LogSegment) -> str | None:
         if first and entry is not None and h.last_offset != entry[0]:
             # The batch the last index entry names (the CRC does not cover the base offset).
             return f"batch at position {pos} of {seg.log_path.name} has last offset {h.last_offset}, its index entry says {entry[0]}"
-        if compute_crc(os.pread(f.fd, h.size, pos), 0, h.size) != h.crc:
+        crc = compute_crc(buf, rel, h.size) if rel + h.size <= len(buf) else compute_crc(os.pread(f.fd, h.size, pos), 0, h.size)
+        if crc != h.crc:
             return f"batch at position {pos} of {seg.log_path.name} fails its CRC check"
         prev_last = h.last_offset
         first = False

@@ -268,11 +268,10 @@ class ProducerStateManager:
             self._snapshots = list_snapshots(self.dir)
         return self._snapshots
 
-    def found_files(self, names: list[str]) -> None:
-        """The directory's file names, as the log loader listed them: the snapshots among them
-        are known without listing the directory again."""
-        self._snapshots = sorted(int(n[: -len(SNAPSHOT_SUFFIX)]) for n in names
-                                 if n.endswith(SNAPSHOT_SUFFIX) and n[: -len(SNAPSHOT_SUFFIX)].isdigit())
+    def found_snapshots(self, offsets: list[int]) -> None:
+        """The offsets of the snapshot files (sorted), as the log loader found them listing the
+        directory: known without listing it again."""
+        self._snapshots = offsets
 
     def _delete_snapshot(self, offset: int) -> None:
         snapshot_path(self.dir, offset).unlink(missing_ok=True)
