@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import socket
 import ssl
@@ -249,9 +248,8 @@ class Connection:
         # Who the authorizer sees (Kafka's KafkaPrincipal as "User:<name>"): ANONYMOUS until a
         # listener's authentication (server/security) says otherwise.
         self.principal: str = "User:ANONYMOUS"
-        self._sendfile_ok = True
         # A plain socket transport (not TLS): record slices are sent by server/direct_send.py.
-        self._plain = writer.get_extra_info("socket") is not None
+        self._sendfile_ok = writer.get_extra_info("socket") is not None
         # KIP-219: a throttled answer (server/quotas) sets when this connection may be read again;
         # the size of the request being handled is what the produce quota counts.
         self.throttle_until = 0.0
@@ -314,7 +312,6 @@ class Connection:
                 return False
             self.writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
             self._sendfile_ok = False  # TLS transports cannot sendfile (the bytes must be encrypted)
-            self._plain = False
             if sec.sasl is None:
                 assert sec.principal_mapper is not None
                 try:
@@ -455,28 +452,9 @@ class Connection:
         On a plain socket an answer with record slices is sent with direct non-blocking
         sendfile calls (server/direct_send.py), cheaper than asyncio's loop.sendfile."""
         writer = self.writer
-        if self._sendfile_ok and self._plain and has_slice(parts):
+        if self._sendfile_ok and has_slice(parts):
             await send_parts(writer.transport, writer.drain, parts)  # type: ignore[arg-type]
             return
-        for part in parts:
-            if isinstance(part, FileSlice):
-                await self._send_slice(part)
-            else:
-                writer.write(part)
+        for part in parts:  # TLS: a record slice is read and written (the bytes must be encrypted)
+            writer.write(part.read() if isinstance(part, FileSlice) else part)
         await writer.drain()
-
-    async def _send_slice(self, part: FileSlice) -> None:
-        if self._sendfile_ok:
-            await self.writer.drain()
-            loop = asyncio.get_running_loop()
-            with os.fdopen(os.dup(part.fd), "rb") as f:
-                try:
-                    sent = await loop.sendfile(self.writer.transport, f, part.position, part.size, fallback=False)
-                except (asyncio.SendfileNotAvailableError, NotImplementedError):
-                    self._sendfile_ok = False
-                    sent = None
-            if sent is not None:
-                if sent != part.size:
-                    raise ConnectionError(f"sendfile sent {sent} of {part.size} bytes")
-                return
-        self.writer.write(part.read())
