@@ -52,7 +52,7 @@ class Plan:
 
 def _scalar_op(kind: str, flexible: bool, nullable: bool, name: str) -> tuple[Any, ...]:
     if kind in _FIXED_SIZES:
-        return (FIXED, _FIXED_SIZES[kind], name)
+        return (FIXED, _FIXED_SIZES[kind], name, kind)
     if kind not in _VARLEN:
         raise ValueError(f"unknown kafka type {kind}")
     if flexible:
