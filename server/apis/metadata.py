@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
-from kafka_sidecar.storage.log_manager import InvalidTopicError, TopicInfo, validate_topic_name
+from kafka_sidecar.protocol.topic import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
+from kafka_sidecar.storage.log_manager import TopicInfo
 
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
@@ -21,7 +22,6 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 # Authorized-operations fields come from broker.authorizer.authorized_operations: without an
 # authorizer every operation a resource supports (AclEntry.supportedOperations), as Kafka reports
 # them (TOPIC 3576, CLUSTER 8096), else the ones its ACLs allow.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def topic_metadata(broker: Broker, info: TopicInfo) -> dict[str, Any]:
