@@ -41,6 +41,10 @@ class HttpRequest:
         """An ``application/x-www-form-urlencoded`` body (UTF-8; undecodable bytes replaced)."""
         return dict(parse_qsl(self.body.decode("utf-8", "replace"), keep_blank_values=True))
 
+    def form_strict(self) -> dict[str, str]:
+        """The form, refusing what is not UTF-8 (UnicodeDecodeError) rather than replacing it."""
+        return dict(parse_qsl(self.body.decode("ascii"), keep_blank_values=True, encoding="utf-8", errors="strict"))
+
 
 @dataclass
 class HttpResponse:
