@@ -217,7 +217,7 @@ async def _serve(args: argparse.Namespace) -> int:
         console = None
         if args.console_port is not None:
             # loaded only when asked for: with the console off nothing of it is imported
-            from .console import ConsoleError, ConsoleServer
+            from .console.server import ConsoleError, ConsoleServer
 
             console = ConsoleServer(broker, args.console_host, args.console_port, allow_writes=args.console_allow_writes)
             try:

@@ -13,10 +13,5 @@ Modules: ``server`` (routes, login), ``auth`` (HTTP basic over the SASL users), 
 handler calls), ``cluster`` and ``groups`` (what the pages ask), ``records`` (the message
 browser), ``writes``, one module per page (``home``, ``topic``, ``group``, ``activity``),
 ``sampler`` and ``charts`` (Activity's history and SVG), ``html`` (escaping, layout, style).
+The entry point is ``server.ConsoleServer`` (this package imports nothing itself).
 """
-
-from __future__ import annotations
-
-from .server import ConsoleError, ConsoleServer
-
-__all__ = ["ConsoleError", "ConsoleServer"]

@@ -12,9 +12,14 @@ from .html import facts as html_facts
 
 
 def version() -> str:
-    from ..cli import version as cli_version
+    """The installed distribution's version (as ``kafka-sidecar --version`` prints it)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
 
-    return cli_version()
+    try:
+        return dist_version("kafka-sidecar")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 async def render(ctx: Context) -> HttpResponse:

@@ -93,7 +93,7 @@ class EmbeddedBroker:
                 return
             console = None
             if self.console:
-                from kafka_sidecar.server.console import ConsoleServer
+                from kafka_sidecar.server.console.server import ConsoleServer
 
                 console = ConsoleServer(broker, self.host, 0, allow_writes=self.console_allow_writes)
                 try:
