@@ -70,6 +70,7 @@ class Broker:
         self.metrics = Metrics()
         self.ready = False  # /readyz: logs loaded and listeners accepting
         self.state = "starting"
+        self.started_at: float | None = None  # time.time() when ready (the console's uptime)
         self.node_id = NODE_ID
         self.log_manager = LogManager(self.data_dir, config.log_defaults(), CleanerConfig(
             enabled=config.get("log.cleaner.enable"),
@@ -196,6 +197,7 @@ class Broker:
             self.transaction_coordinator.periodic_expiration,
         )))
         self.state = "ready"
+        self.started_at = time.time()
         self.ready = True
 
     async def stop(self) -> None:
