@@ -23,6 +23,7 @@ from kafka_sidecar.storage.log_segment import follow_open_file_limit
 
 from .config import BrokerConfig
 from .connection import Connection, admit
+from .fetch_session import FetchManager, FetchSessionCache
 from .group_configs import group_config_manager
 from .groups.coordinator import GroupCoordinator
 from .listeners import Endpoint, ListenerError, advertised_host_for, start_listener
@@ -89,6 +90,8 @@ class Broker:
         self.max_request_size: int = config.get("socket.request.max.bytes")
         # Every append, flush and read of a partition on behalf of the server (server/replica_manager.py).
         self.replica_manager = ReplicaManager(self.log_manager, self.metrics, self.executor)
+        # Incremental fetch sessions (KIP-227, server/fetch_session.py), in memory as in Kafka.
+        self.fetch_manager = FetchManager(FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots")))
         # Consumer groups and committed offsets (server/groups), stored in __consumer_offsets.
         self.group_coordinator = GroupCoordinator(self)
         # Transactions (server/transactions), stored in __transaction_state.

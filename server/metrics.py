@@ -155,9 +155,11 @@ class Metrics:
         self.bytes_in[topic] += nbytes
         self.messages_in[topic] += records
 
-    def record_fetch(self, conn: Any, request_topics: Any, topics: Any) -> None:
-        """After a Fetch: bytes sent per topic, and records consumed per topic (how far each
-        partition's fetch position moved since this connection's previous fetch of it)."""
+    def record_fetch(self, conn: Any, topics: Any, requested: Any) -> None:
+        """After a Fetch: bytes sent per topic (``topics``: the answer's), and records consumed per
+        topic: how far the fetch position of each partition the request named (``requested``:
+        objects with topic, partition, fetch_offset) moved since this connection's previous fetch
+        of it. An incremental fetch names only the partitions whose position changed."""
         try:
             positions = self._positions.get(conn)
             if positions is None:
@@ -167,11 +169,12 @@ class Metrics:
         stats = self.apis.get("Fetch")
         if stats is None:
             stats = self.apis["Fetch"] = _ApiStats()
-        for rt, ft in zip(request_topics, topics, strict=False):
+        bytes_out = self.bytes_out
+        for ft in topics:
             name = ft.name
             if not name:
                 continue
-            for rp, fp in zip(rt.partitions, ft.partitions, strict=False):
+            for fp in ft.partitions:
                 if fp.error_code:
                     stats.errors[fp.error_code] += 1
                     continue
@@ -179,13 +182,17 @@ class Metrics:
                 if records is not None:
                     size = len(records) if records.__class__ in (bytes, bytearray) else records.size
                     if size:
-                        self.bytes_out[name] += size
-                key = (name, fp.index)
-                offset = rp.fetch_offset
-                prev = positions.get(key)
-                if prev is not None and offset > prev:
-                    self.messages_out[name] += offset - prev
-                positions[key] = offset
+                        bytes_out[name] += size
+        for rp in requested:
+            name = rp.topic
+            if not name:
+                continue
+            key = (name, rp.partition)
+            offset = rp.fetch_offset
+            prev = positions.get(key)
+            if prev is not None and offset > prev:
+                self.messages_out[name] += offset - prev
+            positions[key] = offset
 
     # ---- background rounds ------------------------------------------------------------------
 
