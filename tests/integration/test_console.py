@@ -16,6 +16,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 
 import pytest
@@ -324,10 +325,10 @@ def test_pages_agree_with_kafkas_tools(cb):
         # Produce one more to partition 0 after the commit: lag 1 there.
         p.produce(topic, key=b"late", value=b"late", partition=0)
         assert p.flush(TIMEOUT) == 0
-        described = tool("kafka-topics.sh", "--describe", "--topic", topic)
-        latest = tool("kafka-get-offsets.sh", "--topic", topic, "--time", "-1")
-        earliest = tool("kafka-get-offsets.sh", "--topic", topic, "--time", "-2")
-        groups_out = tool("kafka-consumer-groups.sh", "--describe", "--group", "cmp-group")
+        with ThreadPoolExecutor(4) as pool:  # four JVMs at once: the test's time is their start-up
+            described, latest, earliest, groups_out = pool.map(lambda args: tool(*args), [
+                ("kafka-topics.sh", "--describe", "--topic", topic), ("kafka-get-offsets.sh", "--topic", topic, "--time", "-1"),
+                ("kafka-get-offsets.sh", "--topic", topic, "--time", "-2"), ("kafka-consumer-groups.sh", "--describe", "--group", "cmp-group")])
         page = http(cb.console_url, f"/topic?name={topic}")[1]
         gpage = http(cb.console_url, "/group?id=cmp-group")[1]
     finally:
@@ -338,10 +339,12 @@ def test_pages_agree_with_kafkas_tools(cb):
     assert f"<dt>topic id</dt><dd>{uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + '=='))}</dd>" in page
     assert re.search(r"PartitionCount: 3\b", head)
     configs = {r["Name"]: r for r in rows(page, "configs")}
-    for kv in re.search(r"Configs: (.*)$", head).group(1).split(","):
-        if "=" in kv:
-            k, v = kv.strip().split("=", 1)
-            assert configs[k]["Source"] == "DYNAMIC_TOPIC_CONFIG" and v in configs[k]["Value"]
+    theirs_configs = dict(re.findall(r"([\w.]+)=(.*?)(?=,[\w.]+=|$)", re.search(r"Configs: (.*)$", head).group(1)))
+    assert theirs_configs["cleanup.policy"] == "compact,delete" and theirs_configs["retention.ms"] == "3600000"
+    for k, v in theirs_configs.items():  # the configs not at their default: the same values, and where they come from
+        assert configs[k]["Value"] == v and configs[k]["Source"] != "DEFAULT_CONFIG", k
+    assert {k for k, r in configs.items() if r["Source"] == "DYNAMIC_TOPIC_CONFIG"} == {"cleanup.policy", "retention.ms"}
+    assert {k for k, r in configs.items() if r["Source"] != "DEFAULT_CONFIG"} == set(theirs_configs)
     parts = {r["Partition"]: r for r in rows(page, "partitions")}
     for line in described.splitlines()[1:]:
         f = dict(re.findall(r"(\w+): (\S*)", line))
