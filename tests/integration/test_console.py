@@ -620,3 +620,52 @@ def test_in_a_browser_records_links_lag_and_writes(cb, browser):
     finally:
         c.close()
 
+
+
+def test_share_group_page_shows_share_partition_state(cb):
+    ck = pytest.importorskip("confluent_kafka")
+    if not hasattr(ck, "ShareConsumer"):
+        pytest.skip("the installed confluent-kafka has no ShareConsumer")
+    topic, group = f"share-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
+    create_topic(cb.bootstrap_servers, topic, 1)
+    admin = AdminClient({"bootstrap.servers": cb.bootstrap_servers})
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    from confluent_kafka.admin import ResourceType as RT
+
+    res = ConfigResource(RT.GROUP, group, incremental_configs=[ConfigEntry("share.auto.offset.reset", "earliest",
+                                                                            incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(TIMEOUT)
+    p = Producer({"bootstrap.servers": cb.bootstrap_servers})
+    for i in range(10):
+        p.produce(topic, value=b"s%d" % i, partition=0)
+    assert p.flush(TIMEOUT) == 0
+    c = ck.ShareConsumer({"bootstrap.servers": cb.bootstrap_servers, "group.id": group, "share.acknowledgement.mode": "explicit",
+                          "log_level": 3})
+    c.subscribe([topic])
+    kinds = ck.AcknowledgeType
+    seen: set[int] = set()
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while len(seen) < 10 and time.monotonic() < deadline:
+            msgs = c.poll(0.5)
+            for m in msgs:
+                seen.add(m.offset())
+                # 0-4 accepted, 5 rejected (archived), 6-9 released: available again, delivered once
+                c.acknowledge(m, kinds.ACCEPT if m.offset() < 5 else kinds.REJECT if m.offset() == 5 else kinds.RELEASE)
+            if msgs:
+                assert all(v is None for v in c.commit_sync(10).values())
+        assert len(seen) == 10
+        status, page, _ = http(cb.console_url, f"/group?id={group}")
+        assert status == 200 and "<dt>type</dt><dd>share</dd>" in page
+        members = rows(page, "members")
+        assert len(members) == 1 and members[0]["Assignment"] == f"{topic}: 0"
+        state = rows(page, "share-state")
+        assert len(state) == 1, state
+        assert (state[0]["Start offset"], state[0]["In flight"], state[0]["Available"], state[0]["Acquired"]) == ("6", "4", "4", "0")
+        assert state[0]["Delivery counts (records × count)"] == "4×1"
+        offsets = rows(page, "offsets")
+        assert offsets[0]["Topic"] == topic and offsets[0]["Lag"] == "4" and offsets[0]["Log end offset"] == "10"
+        home = {r["Group"]: r for r in rows(http(cb.console_url, "/")[1], "groups")}
+        assert home[group]["Type"] == "share" and home[group]["Members"] == "1" and home[group]["Total lag"] == "4"
+    finally:
+        c.close()
