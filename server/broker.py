@@ -89,7 +89,6 @@ class Broker:
         self.max_request_size: int = config.get("socket.request.max.bytes")
         # Every append, flush and read of a partition on behalf of the server (server/replica_manager.py).
         self.replica_manager = ReplicaManager(self.log_manager, self.metrics, self.executor)
-        self._producer_id_lock = asyncio.Lock()
         # Consumer groups and committed offsets (server/groups), stored in __consumer_offsets.
         self.group_coordinator = GroupCoordinator(self)
         # Transactions (server/transactions), stored in __transaction_state.
@@ -107,11 +106,6 @@ class Broker:
     @property
     def cluster_id(self) -> str:
         return self.log_manager.cluster_id
-
-    @property
-    def advertised_host(self) -> str:
-        """The host clients of the first listener are told to connect to."""
-        return self.endpoint_for(self.listeners[0].name)[0]
 
     def endpoint_for(self, listener: str | None) -> tuple[str, int]:
         """(host, port) to advertise to a client connected through ``listener`` (Kafka answers

@@ -31,6 +31,7 @@ from .listeners import (
     resolve_listeners,
 )
 from .logging_setup import LOG_FORMATS, setup_logging
+from .preflight import data_dir_problem, listener_problem
 
 log = logging.getLogger("kafka_sidecar")
 
@@ -70,6 +71,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "kafka-sidecar groups --bootstrap-server 127.0.0.1:9092 --describe --group billing"),
     "delete-records": ("delete records below offsets (as kafka-delete-records.sh)",
                        "kafka-sidecar delete-records --bootstrap-server 127.0.0.1:9092 --offset-json-file offsets.json"),
+    "doctor": ("check a data dir, config and listeners before serving: one ok/problem line each",
+               "kafka-sidecar doctor --data-dir ./data --listen localhost:9092 --config server.properties"),
     "dump-log": ("decode log segments, indexes and snapshots offline (as kafka-dump-log.sh), --verify them",
                  "kafka-sidecar dump-log --deep-iteration --print-data-log --files data/events-0/00000000000000000000.log"),
 }
@@ -140,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--command-config", type=Path, default=None, metavar="FILE",
                     help="client properties (security.protocol, ssl.*, sasl.*), as Kafka's tools take them")
 
+    _add_config_args(_command(sub, "doctor"))
     topics.add_arguments(_command(sub, "topics"))
     groups.add_arguments(_command(sub, "groups"))
     dump_log.add_arguments(_command(sub, "dump-log"))
@@ -192,6 +196,12 @@ async def _serve(args: argparse.Namespace) -> int:
 
     config = load_config(args.config, args.override)
     data_dir, listeners = apply_cli_settings(config, args)
+    # Before anything is created: a taken port or an unusable data dir is one line, and leaves
+    # no half-initialised data dir behind.
+    problem = data_dir_problem(data_dir) or next(filter(None, map(listener_problem, listeners.listeners)), None)
+    if problem:
+        sys.stderr.write(f"kafka-sidecar: error: {problem}\n")
+        return 2
     broker = Broker(config, data_dir, listeners=listeners.listeners, advertised=listeners.advertised)
     metrics_server = None
     if args.metrics_port is not None:
@@ -295,6 +305,10 @@ def main(argv: list[str] | None = None) -> int:
             return config_show.show(config, args)
         if args.command == "delete-records":
             return _delete_records(args)
+        if args.command == "doctor":
+            from .tools import doctor
+
+            return doctor.run(args, apply_cli_settings, sys.stdout)
         if args.command in ("produce", "consume"):
             from kafka_sidecar.client import KafkaClientError
 

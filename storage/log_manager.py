@@ -15,7 +15,6 @@ import gc
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 import time
@@ -59,32 +58,9 @@ DELETE_DIR_SUFFIX = "-delete"
 # Kafka's own internal dirs that a sidecar never serves.
 IGNORED_DIRS = {"__cluster_metadata-0"}
 
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-
 
 class DataDirError(Exception):
     """The data directory cannot be used (missing permission, locked by another process...)."""
-
-
-class InvalidTopicError(ValueError):
-    pass
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka 4's Topic.validate, with its messages."""
-    if not name:
-        raise InvalidTopicError("Topic name is invalid: the empty string is not allowed")
-    if name in (".", ".."):
-        raise InvalidTopicError(f"Topic name is invalid: '{name}' is not allowed")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(
-            f"Topic name is invalid: the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME_LENGTH}"
-        )
-    if not _LEGAL_TOPIC.match(name):
-        raise InvalidTopicError(
-            f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
-        )
 
 
 @dataclass

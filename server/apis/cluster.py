@@ -23,11 +23,11 @@ from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
     UNSUPPORTED_ENDPOINT_TYPE,
 )
 from kafka_sidecar.protocol.framing import RequestHeader
-from kafka_sidecar.storage.log_manager import InvalidTopicError, validate_topic_name
+from kafka_sidecar.protocol.topic import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
 
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
-from .metadata import AUTHORIZED_OPERATIONS_OMITTED, INTERNAL_TOPICS
+from .metadata import AUTHORIZED_OPERATIONS_OMITTED
 
 if TYPE_CHECKING:
     from ..broker import Broker

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.protocol.topic import InvalidTopicError, validate_topic_name
 from kafka_sidecar.storage.log_config import (
     CONFIG_TYPE_IDS,
     DESCRIBE_ORDER,
@@ -51,7 +52,6 @@ from kafka_sidecar.storage.log_config import (
     validate_topic_config_set,
     validate_topic_configs,
 )
-from kafka_sidecar.storage.log_manager import InvalidTopicError, validate_topic_name
 
 from .. import group_configs
 from ..broker_config_defs import BROKER_CONFIG_DEFS

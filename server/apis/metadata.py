@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.framing import ProtocolViolation, RequestHeader
-from kafka_sidecar.storage.log_manager import InvalidTopicError, TopicInfo, validate_topic_name
+from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.protocol.topic import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
+from kafka_sidecar.storage.log_manager import TopicInfo
 
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
@@ -21,7 +22,6 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 # Authorized-operations fields come from broker.authorizer.authorized_operations: without an
 # authorizer every operation a resource supports (AclEntry.supportedOperations), as Kafka reports
 # them (TOPIC 3576, CLUSTER 8096), else the ones its ACLs allow.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def topic_metadata(broker: Broker, info: TopicInfo) -> dict[str, Any]:
@@ -105,13 +105,14 @@ async def handle_metadata(broker: Broker, conn: Connection, header: RequestHeade
     az = broker.authorizer
     version = header.api_version
     requested = request.topics
-    if version < 12 and requested:
-        # Kafka's MetadataRequest refuses these before v12 (UnsupportedVersionException): the
-        # connection is closed. (Found by fuzzing: the v10/v11 answer cannot carry a null name.)
-        for t in requested:
-            if t.name is None or (getattr(t, "topic_id", None) is not None and t.topic_id.int):
-
-                raise ProtocolViolation(f"Metadata v{version} does not support null topic names or topic ids")
+    if version < 12 and requested and any(
+            t.name is None or (getattr(t, "topic_id", None) is not None and t.topic_id.int) for t in requested):
+        # Kafka's handler throws InvalidRequestException before v12 and answers getErrorResponse:
+        # every requested topic INVALID_REQUEST, a null name as "" (measured on Kafka 4.3.1).
+        return {"throttle_time": 0, "brokers": [], "cluster_id": None, "controller_id": -1, "topics": [
+            {"error_code": errors.INVALID_REQUEST, "name": t.name or "", "topic_id": getattr(t, "topic_id", None),
+             "is_internal": False, "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+            for t in requested], "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
     topic_ids = [t.topic_id for t in requested or () if getattr(t, "topic_id", None) is not None and t.topic_id.int]
     all_topics = requested is None or (version == 0 and not requested)
     unauthorized: list[dict[str, Any]] = []

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.protocol.topic import InvalidTopicError, validate_topic_name
 from kafka_sidecar.storage.log import Log
-from kafka_sidecar.storage.log_manager import InvalidTopicError, validate_topic_name
 
 from ..security.acls import AclOperation, ResourceType
 

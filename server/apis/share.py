@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import ms
+from kafka_sidecar.protocol.record_batch import batch_extents as _batches
 
 from ..features import share_groups_enabled
 from ..security.acls import AclOperation, ResourceType
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
 
 # ShareFetch's share_acquire_mode: 0 batch_optimized (max_records a soft limit), 1 record_limit.
 RECORD_LIMIT_MODE = 1
-_BATCH_HEAD = struct.Struct(">qi")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 _PRODUCER_ID = struct.Struct(">q")
 
@@ -91,21 +90,6 @@ async def handle_share_group_describe(broker: Broker, conn: Connection, header: 
 
 
 # ---- ShareFetch (78), ShareAcknowledge (79) ----------------------------------------------------
-
-
-def _batches(data: bytes) -> list[tuple[int, int, int, int]]:
-    """(base offset, last offset, start, end) of each whole record batch in ``data``."""
-    out = []
-    pos = 0
-    while pos + 27 <= len(data):
-        base, length = _BATCH_HEAD.unpack_from(data, pos)
-        end = pos + 12 + length
-        if end > len(data):
-            break
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
-        out.append((base, base + delta, pos, end))
-        pos = end
-    return out
 
 
 def _session_error(code: int) -> dict[str, Any]:

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.protocol.topic import InvalidTopicError, validate_topic_name
 from kafka_sidecar.storage.log_config import (
     TOPIC_CONFIGS,
     ConfigError,
     LogConfig,
     validate_topic_configs,
 )
-from kafka_sidecar.storage.log_manager import InvalidTopicError, new_kafka_uuid, validate_topic_name
+from kafka_sidecar.storage.log_manager import new_kafka_uuid
 
 from ..groups.javaorder import JavaHashMap
 from ..security.acls import AclOperation, ResourceType

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.protocol.topic import INTERNAL_TOPICS, OFFSETS_TOPIC
 
-from ..groups.records import OFFSETS_TOPIC
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import (
     CLUSTER_AUTHORIZATION_FAILED,
@@ -23,7 +23,6 @@ from ..security.authorizer import (
     TOPIC_AUTHORIZATION_FAILED,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 )
-from ..transactions.records import TRANSACTION_STATE_TOPIC
 from ..transactions.state import INVALID_PRODUCER_EPOCH, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED
 from .re2j import Re2jSyntaxError, compile_re2j
 
@@ -39,8 +38,6 @@ def _timestamp(ms: int) -> datetime.datetime:
     """A datetime_i64 field's value for ``ms``, -1 included (kio writes None as nothing)."""
     return _EPOCH + datetime.timedelta(milliseconds=ms)
 
-
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 def _fenced_error(code: int, version: int, since: int = 2) -> int:

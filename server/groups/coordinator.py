@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from kafka_sidecar.protocol import errors
+from kafka_sidecar.protocol.topic import INTERNAL_TOPICS
 from kafka_sidecar.storage.log_config import validate_topic_configs
 
 from ..apis.re2j import compile_re2j
@@ -87,9 +88,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-# Never matched by a regex subscription (Kafka's Topic.isInternal).
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
 
 # The names these helpers had here before the split (tests import them from this module).
 _topic_partition_hash = topic_partition_hash

@@ -176,6 +176,7 @@ class KafkaContainer:
 
     def __init__(self, image: str = "kafka-sidecar", port: int = 9093, **kwargs: Any) -> None:
         self.image = image
+        self.port = port
         self._overrides: dict[str, str] = {}
         self._broker: EmbeddedBroker | None = None
 
@@ -200,9 +201,24 @@ class KafkaContainer:
             self._broker = None
 
     def get_bootstrap_server(self) -> str:
+        return self._started().bootstrap_servers
+
+    def get_container_host_ip(self) -> str:
+        """The host clients connect to (testcontainers': the Docker host; here loopback)."""
+        return self._started().bootstrap_servers.rpartition(":")[0]
+
+    def get_exposed_port(self, port: int | str) -> int:
+        """The port a client connects to for the container's ``port``: the broker's port for
+        the Kafka ports (this container's ``port``, the image's 9092 or 9093)."""
+        b = self._started()
+        if int(str(port).split("/")[0]) not in (self.port, 9092, 9093):
+            raise ValueError(f"port {port} is not exposed: KafkaContainer serves Kafka on {self.port} (9092 and 9093 map there too)")
+        return int(b.bootstrap_servers.rpartition(":")[2])
+
+    def _started(self) -> EmbeddedBroker:
         if self._broker is None:
             raise RuntimeError("KafkaContainer not started")
-        return self._broker.bootstrap_servers
+        return self._broker
 
     def __enter__(self) -> KafkaContainer:
         return self.start()

@@ -68,11 +68,6 @@ def request(conn: _BrokerConnection, api_key: int, version: int, data: dict[str,
     return body
 
 
-def controller(client: KafkaClient) -> _BrokerConnection:
-    """The connection for admin requests Kafka routes to any broker / the controller."""
-    return client.bootstrap
-
-
 def all_topics(client: KafkaClient) -> Any:
     return client.metadata(None)
 
