@@ -25,6 +25,15 @@ REASONS = {200: "OK", 303: "See Other", 304: "Not Modified", 400: "Bad Request",
 HEAD_LIMIT = 16384  # request line and headers
 HEAD_TIMEOUT_S = 10.0
 TEXT = "text/plain; charset=utf-8"
+DRAIN_LIMIT = 64 << 20  # a body over the limit but under this is read and dropped before the 413
+
+
+async def _drain(reader: asyncio.StreamReader, length: int) -> None:
+    while length > 0:
+        chunk = await reader.read(min(length, 1 << 16))
+        if not chunk:
+            raise asyncio.IncompleteReadError(b"", length)
+        length -= len(chunk)
 
 
 @dataclass
@@ -113,7 +122,8 @@ class HttpServer:
 
     async def _read_request(self, reader: asyncio.StreamReader, peer: str) -> HttpRequest | HttpResponse | None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
+            async with asyncio.timeout(HEAD_TIMEOUT_S):  # no task per request, as wait_for makes
+                head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
             return HttpResponse(400, body=b"request head too large\n")
         except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
@@ -130,10 +140,17 @@ class HttpServer:
             return HttpResponse(400, body=b"a body needs a Content-Length\n")
         length = int(length_text)
         if length > self.max_body:
+            if self.max_body and length <= DRAIN_LIMIT:  # read and drop it, so the client gets to read the answer
+                try:
+                    async with asyncio.timeout(HEAD_TIMEOUT_S):
+                        await _drain(reader, length)
+                except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
+                    return None
             return HttpResponse(413, body=f"request body of {length} bytes is over this endpoint's limit of {self.max_body} bytes; nothing was done\n".encode())
         if length:
             try:
-                body = await asyncio.wait_for(reader.readexactly(length), HEAD_TIMEOUT_S)
+                async with asyncio.timeout(HEAD_TIMEOUT_S):
+                    body = await reader.readexactly(length)
             except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
                 return None
         split = urlsplit(target)

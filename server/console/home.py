@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 from ..http import HttpResponse
@@ -11,6 +12,7 @@ from .html import Html, fmt_bytes, fmt_count, fmt_duration, link, notice, table,
 from .html import facts as html_facts
 
 
+@functools.cache
 def version() -> str:
     """The installed distribution's version (as ``kafka-sidecar --version`` prints it)."""
     from importlib.metadata import PackageNotFoundError
@@ -27,11 +29,9 @@ async def render(ctx: Context) -> HttpResponse:
     dirs = await cluster.log_dirs(b, s)
     topic_list, _ = await cluster.topics(b, s)
     await cluster.fill_offsets_and_sizes(b, s, topic_list, dirs)
-    configs = await cluster.describe_configs(b, s, [t.name for t in topic_list], ["cleanup.policy"])
-    for t in topic_list:
-        entry = configs.get(t.name)
-        if entry and not entry["error_code"] and entry["configs"]:
-            t.cleanup_policy = entry["configs"][0]["value"] or ""
+    for t in topic_list:  # the value in force, as DescribeConfigs reports it (the topic page asks it)
+        lg = b.replica_manager.get_log(t.name, t.partitions[0].index) if t.partitions else None
+        t.cleanup_policy = lg.config.cleanup_policy if lg is not None else ""
     listed = await groups.list_groups(b, s)
     described = await groups.describe(b, s, listed)
 

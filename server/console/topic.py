@@ -209,7 +209,9 @@ async def post(ctx: Context, action: str) -> HttpResponse:
     try:
         form = ctx.request.form_strict()
     except UnicodeDecodeError:
-        return await render(ctx, error="the form is not valid UTF-8 text (choose hex to send other bytes): nothing was written", status=400)
+        lenient = ctx.request.form()
+        return await render(ctx, error="the form is not valid UTF-8 text (choose hex to send other bytes): nothing was written",
+                            form={"name": lenient.get("name", "")}, status=400)
     name = form.get("name", "")
     if not ctx.allow_writes:
         return ctx.html("Writes are off", [notice("this console is read-only: start the broker with --console-allow-writes to produce or delete records")], status=403)
