@@ -49,12 +49,12 @@ def _read_all(broker: Broker, version: int, request: Any, readable: set[str] | N
     for t in request.topics:
         topic_id = getattr(t, "topic_id", None)
         if version >= 13:
-            info = lm.topics_by_id.get(topic_id)
+            info = broker.metadata.topics_by_id.get(topic_id)
             name = info.name if info else ""
             unknown = errors.UNKNOWN_TOPIC_ID
         else:
             name = t.topic
-            info = lm.topics.get(name)
+            info = broker.metadata.topics.get(name)
             unknown = errors.UNKNOWN_TOPIC_OR_PARTITION
         ft = FetchTopic(name, topic_id if topic_id is not None else (info.topic_id if info else None), [])
         out.append(ft)
@@ -101,9 +101,8 @@ async def handle_fetch(broker: Broker, conn: Connection, header: RequestHeader, 
     readable = None
     if broker.authorizer.enabled:
         # READ on each topic (KafkaApis.handleFetchRequest), checked once per request.
-        lm = broker.log_manager
         if version >= 13:
-            infos = [lm.topics_by_id.get(t.topic_id) for t in request.topics]
+            infos = [broker.metadata.topics_by_id.get(t.topic_id) for t in request.topics]
             names = [i.name for i in infos if i is not None]
         else:
             names = [t.topic for t in request.topics]
