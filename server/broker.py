@@ -18,8 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kafka_sidecar.storage.dynamic_broker_config import DynamicBrokerConfig
 from kafka_sidecar.storage.log_manager import CleanerConfig, DataDirError, LogManager
 from kafka_sidecar.storage.log_segment import follow_open_file_limit
+from kafka_sidecar.storage.producer_id_manager import ProducerIdManager
 
 from .config import BrokerConfig
 from .connection import Connection, admit
@@ -82,6 +84,12 @@ class Broker:
             io_buffer_size=config.get("log.cleaner.io.buffer.size"),
             max_io_bytes_per_second=config.get("log.cleaner.io.max.bytes.per.second"),
         ), recovery_threads=config.get("num.recovery.threads.per.data.dir"))
+        # The topics (Kafka's metadata image): names, ids, partition counts, config overrides.
+        self.metadata = self.log_manager.metadata
+        # Dynamic broker configs (AlterConfigs on BROKER resources); they reconfigure the logs' defaults.
+        self.dynamic_config = DynamicBrokerConfig(self.data_dir, config.log_defaults(), self.log_manager.reconfigure_default_log_config)
+        # Producer ids (InitProducerId, the transaction coordinator), never reused across restarts.
+        self.producer_ids = ProducerIdManager(self.data_dir, self.log_manager.highest_producer_id)
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="storage")
         self._server: asyncio.base_events.Server | None = None
         self._listener_servers: list[asyncio.base_events.Server] = []
@@ -105,6 +113,12 @@ class Broker:
         # Per-IP connection limits and connection creation rates, checked at accept.
         self.connection_quotas = ConnectionQuotas(self.connection_setting, lambda: self.client_quotas.store.quotas)
         self._throttled_sockets: set[asyncio.BaseTransport] = set()  # closed after their throttle time
+
+    def _load_data_dir(self) -> None:
+        """Lock the data dir, read the dynamic broker configs (the logs' defaults), load the logs."""
+        self.log_manager.lock_data_dir()
+        self.log_manager.broker_log_defaults = self.dynamic_config.load()
+        self.log_manager.startup()
 
     @property
     def cluster_id(self) -> str:
@@ -156,7 +170,7 @@ class Broker:
         self.state = "loading logs"
         watcher = asyncio.create_task(self._watch_loading(partitions))
         try:
-            await self.run_blocking(self.log_manager.startup)
+            await self.run_blocking(self._load_data_dir)
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
@@ -228,7 +242,7 @@ class Broker:
     def connection_setting(self, name: str) -> Any:
         """A connection limit in force: this broker's dynamic config, the cluster-wide dynamic
         default, else the static one (Kafka's DynamicConnectionQuota reconfigures them live)."""
-        dynamic = self.log_manager.dynamic_broker_configs
+        dynamic = self.dynamic_config.configs
         for scope in (str(self.node_id), ""):
             value = dynamic.get(scope, {}).get(name)
             if value is not None:

@@ -128,7 +128,7 @@ def _fetch_once(broker: Broker, session: ShareSession, max_records: int, max_byt
     for topic_id, partition in session.partitions:
         if max_records <= 0 or max_bytes <= 0:
             break
-        info = broker.log_manager.topics_by_id.get(topic_id)
+        info = broker.metadata.topics_by_id.get(topic_id)
         lg = broker.replica_manager.get_log(info.name, partition) if info is not None else None
         if lg is None:
             code = errors.UNKNOWN_TOPIC_ID if info is None else errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -241,7 +241,7 @@ async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHe
             deadline = coordinator.next_lock_deadline(group_id)
             if deadline is not None:
                 wait_ms = max(0, min(wait_ms, deadline - int(time.time() * 1000) + 1))
-            tps = [(broker.log_manager.topics_by_id[t].name, p) for t, p in session.partitions if t in broker.log_manager.topics_by_id]
+            tps = [(broker.metadata.topics_by_id[t].name, p) for t, p in session.partitions if t in broker.metadata.topics_by_id]
             await broker.replica_manager.wait_for_data(tps, wait_ms / 1000)
             if coordinator.sessions.get(group_id, member_id) is session:
                 answers = _fetch_once(broker, session, max_records, request.max_bytes, record_limit)

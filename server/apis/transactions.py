@@ -45,7 +45,7 @@ def _fenced_error(code: int, version: int, since: int = 2) -> int:
 
 
 def _partition_exists(broker: Broker, topic: str, partition: int) -> bool:
-    info = broker.log_manager.topics.get(topic)
+    info = broker.metadata.topics.get(topic)
     return info is not None and 0 <= partition < info.partitions
 
 

@@ -55,7 +55,7 @@ def java_exception(code: int, message: str | None = None) -> str:
 
 
 def kafka_uuid(u: Any) -> str:
-    from kafka_sidecar.storage.log_manager import kafka_uuid_str
+    from kafka_sidecar.storage.metadata_files import kafka_uuid_str
 
     if isinstance(u, uuid.UUID):
         return kafka_uuid_str(u)
