@@ -51,7 +51,7 @@ async def render(ctx: Context) -> HttpResponse:
 def _share_state(ctx: Context, group_id: str) -> Html:
     """The share coordinator's in-memory state of the group's share-partitions (no API has it)."""
     b = ctx.broker
-    by_id = b.log_manager.topics_by_id
+    by_id = b.metadata.topics_by_id
     keys = sorted((by_id[k[1]].name, k[2], k) for k in list(b.share_coordinator.share_partitions) if k[0] == group_id and k[1] in by_id)
     az = b.authorizer
     allowed = az.filter(ctx.session, None, AclOperation.DESCRIBE, ResourceType.TOPIC, {t for t, _, _ in keys}, log_denied=False) \
