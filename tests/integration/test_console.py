@@ -290,6 +290,19 @@ def test_serve_prints_the_console_url_and_serves_it(tmp_path):
         proc.stderr.close()
 
 
+def test_a_taken_console_port_is_one_line_before_anything_starts(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run([*sidecar_command(), "serve", "--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0",
+                              "--console-port", str(port)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.startswith(f"kafka-sidecar: error: --console-port: cannot serve the console on 127.0.0.1:{port}")
+    assert not (tmp_path / "data" / "meta.properties").exists()  # the data dir was not initialised
+
+
 def test_console_off_loads_none_of_it():
     code = ("import sys\nfrom kafka_sidecar.testing import EmbeddedBroker\n"
             "b = EmbeddedBroker().start()\nprint(sorted(m for m in sys.modules if m.startswith('kafka_sidecar.server.console')))\nb.stop()\n")
