@@ -682,3 +682,33 @@ def test_share_group_page_shows_share_partition_state(cb):
         assert home[group]["Type"] == "share" and home[group]["Members"] == "1" and home[group]["Total lag"] == "4"
     finally:
         c.close()
+
+
+def test_a_consumer_protocol_group_is_listed_and_described(cb):
+    """A KIP-848 group (librdkafka with group.protocol=consumer): type, members, assignment and lag."""
+    topic, group = f"kip848-{uuid.uuid4().hex[:6]}", f"g848-{uuid.uuid4().hex[:6]}"
+    create_topic(cb.bootstrap_servers, topic, 2)
+    p = Producer({"bootstrap.servers": cb.bootstrap_servers})
+    for i in range(4):
+        p.produce(topic, value=b"c%d" % i, partition=i % 2)
+    assert p.flush(TIMEOUT) == 0
+    c = Consumer({"bootstrap.servers": cb.bootstrap_servers, "group.id": group, "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    try:
+        got = 0
+        deadline = time.monotonic() + TIMEOUT
+        while got < 3 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got += 1
+                c.commit(m, asynchronous=False)
+        home = {r["Group"]: r for r in rows(http(cb.console_url, "/")[1], "groups")}
+        assert home[group]["Type"] == "consumer" and home[group]["Members"] == "1" and home[group]["Total lag"] == "1"
+        page = http(cb.console_url, f"/group?id={group}")[1]
+        (member,) = rows(page, "members")
+        assert member["Assignment"] == f"{topic}: 0,1" and member["Epoch"] != "-"
+        lags = {r["Partition"]: r["Lag"] for r in rows(page, "offsets")}
+        assert sorted(lags.values()) == ["0", "1"]
+    finally:
+        c.close()
