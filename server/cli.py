@@ -122,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--metrics-port", type=parse_port, default=None, metavar="PORT",
                        help="serve Prometheus /metrics, /healthz and /readyz on this port (0 picks a free one; printed)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address of the metrics endpoint (default 127.0.0.1)")
+    serve.add_argument("--console-port", type=parse_port, default=None, metavar="PORT",
+                       help="serve the web console on this port (0 picks a free one; the URL is on the ready line); off by default")
+    serve.add_argument("--console-host", default="127.0.0.1", metavar="HOST", help="address of the web console (default 127.0.0.1)")
+    serve.add_argument("--console-allow-writes", action="store_true",
+                       help="let the console produce records and delete records (as the logged-in principal, within its ACLs)")
 
     console.add_produce_arguments(_command(sub, "produce"))
     console.add_consume_arguments(_command(sub, "consume"))
@@ -173,7 +178,7 @@ def apply_cli_settings(config: BrokerConfig, args: argparse.Namespace) -> tuple[
     return data_dir, settings
 
 
-def _ready_line(broker, data_dir: Path) -> str:
+def _ready_line(broker, data_dir: Path, console=None) -> str:
     """``kafka-sidecar listening on HOST:PORT (...)``: where each listener accepts (a wildcard
     shown as loopback); with several listeners each is followed by ``[NAME]``."""
     elapsed = (time.monotonic() - _PROCESS_START) * 1000
@@ -181,7 +186,8 @@ def _ready_line(broker, data_dir: Path) -> str:
     for ep in broker.listeners:
         where = f"{bracket(advertised_host_for(ep.host))}:{broker.bound_ports.get(ep.name, ep.port)}"
         parts.append(where if len(broker.listeners) == 1 else f"{where} [{ep.name}]")
-    return f"kafka-sidecar listening on {', '.join(parts)} (data dir {data_dir}, cluster id {broker.cluster_id}, ready in {elapsed:.0f} ms)"
+    line = f"kafka-sidecar listening on {', '.join(parts)} (data dir {data_dir}, cluster id {broker.cluster_id}, ready in {elapsed:.0f} ms)"
+    return f"{line}; console on {console.url}" if console is not None else line
 
 
 async def _serve(args: argparse.Namespace) -> int:
@@ -218,13 +224,27 @@ async def _serve(args: argparse.Namespace) -> int:
             sys.stderr.write(f"kafka-sidecar: error: {message}\n")
             await broker.stop()
             return 2
+        console = None
+        if args.console_port is not None:
+            # loaded only when asked for: with the console off nothing of it is imported
+            from .console.server import ConsoleError, ConsoleServer
+
+            console = ConsoleServer(broker, args.console_host, args.console_port, allow_writes=args.console_allow_writes)
+            try:
+                await console.start()
+            except ConsoleError as e:
+                sys.stderr.write(f"kafka-sidecar: error: --console-port: {e}\n")
+                await broker.stop()
+                return 2
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        print(_ready_line(broker, data_dir), flush=True)
+        print(_ready_line(broker, data_dir, console), flush=True)
         await stop.wait()
         log.info("shutting down")
+        if console is not None:
+            await console.stop()
         await broker.stop()
         log.info("stopped cleanly")
         return 0

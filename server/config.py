@@ -175,6 +175,9 @@ BROKER_CONFIGS["connection.failed.authentication.delay.ms"] = ConfigDef(
 # Client quotas (server/quotas): Kafka's QuotaConfig names, types and defaults.
 BROKER_CONFIGS["quota.window.num"] = ConfigDef("quota.window.num", "int", 11, at_least=1)
 BROKER_CONFIGS["quota.window.size.seconds"] = ConfigDef("quota.window.size.seconds", "int", 1, at_least=1)
+# Incremental fetch sessions (server/fetch_session.py): ServerConfigs' name, default and bound.
+BROKER_CONFIGS["max.incremental.fetch.session.cache.slots"] = ConfigDef(
+    "max.incremental.fetch.session.cache.slots", "int", 1000, at_least=0)
 
 
 @dataclass(frozen=True)

@@ -233,11 +233,3 @@ class LogCleanerManager:
             self.uncleanable.discard((topic, partition))
             if self.checkpoints.pop((topic, partition), None) is not None:
                 checkpoint.write_offsets(self.checkpoint_path, dict(self.checkpoints))
-
-    def update_checkpoint_for_truncation(self, lg: Log) -> None:
-        tp = (lg.topic, lg.partition)
-        with self._lock:
-            off = self.checkpoints.get(tp)
-            if off is not None and (off > lg.log_end_offset or off < lg.log_start_offset):
-                self.checkpoints[tp] = lg.log_start_offset
-                checkpoint.write_offsets(self.checkpoint_path, dict(self.checkpoints))

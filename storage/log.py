@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafka_sidecar.protocol.control_records import end_txn_marker_key, end_txn_marker_value
 from kafka_sidecar.protocol.record_batch import (
     ATTRIBUTES_POS,
     BASE_OFFSET_POS,
@@ -39,14 +40,7 @@ from kafka_sidecar.protocol.records import Record, encode_batch
 from . import failpoints, retention
 from .local_log import LocalLog
 from .log_config import LogConfig
-from .log_loader import (
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
-    MARKER_KEY,
-    MARKER_VALUE,
-    LogLoader,
-    aborted_txn_entry,
-)
+from .log_loader import LogLoader, aborted_txn_entry
 from .log_segment import (
     AppendedBatch,
     FileSlice,
@@ -458,7 +452,7 @@ class Log:
 def encode_end_txn_marker(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, timestamp: int) -> bytes:
     """Kafka's MemoryRecords.withEndTransactionMarker: a transactional control batch with one
     record, key = (version 0, type: 0 ABORT / 1 COMMIT), value = (version 0, coordinator epoch)."""
-    record = Record(0, timestamp, MARKER_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT), MARKER_VALUE.pack(0, coordinator_epoch))
+    record = Record(0, timestamp, end_txn_marker_key(commit), end_txn_marker_value(coordinator_epoch))
     return encode_batch(
         [record], producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
         partition_leader_epoch=LEADER_EPOCH, is_transactional=True, is_control=True,

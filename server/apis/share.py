@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import ms
+from kafka_sidecar.protocol.record_batch import batch_extents as _batches
 
 from ..features import share_groups_enabled
 from ..security.acls import AclOperation, ResourceType
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
 
 # ShareFetch's share_acquire_mode: 0 batch_optimized (max_records a soft limit), 1 record_limit.
 RECORD_LIMIT_MODE = 1
-_BATCH_HEAD = struct.Struct(">qi")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 _PRODUCER_ID = struct.Struct(">q")
 
@@ -93,21 +92,6 @@ async def handle_share_group_describe(broker: Broker, conn: Connection, header: 
 # ---- ShareFetch (78), ShareAcknowledge (79) ----------------------------------------------------
 
 
-def _batches(data: bytes) -> list[tuple[int, int, int, int]]:
-    """(base offset, last offset, start, end) of each whole record batch in ``data``."""
-    out = []
-    pos = 0
-    while pos + 27 <= len(data):
-        base, length = _BATCH_HEAD.unpack_from(data, pos)
-        end = pos + 12 + length
-        if end > len(data):
-            break
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
-        out.append((base, base + delta, pos, end))
-        pos = end
-    return out
-
-
 def _session_error(code: int) -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": code, "acquisition_lock_timeout": 0, "responses": [], "node_endpoints": []}
 
@@ -144,7 +128,7 @@ def _fetch_once(broker: Broker, session: ShareSession, max_records: int, max_byt
     for topic_id, partition in session.partitions:
         if max_records <= 0 or max_bytes <= 0:
             break
-        info = broker.log_manager.topics_by_id.get(topic_id)
+        info = broker.metadata.topics_by_id.get(topic_id)
         lg = broker.replica_manager.get_log(info.name, partition) if info is not None else None
         if lg is None:
             code = errors.UNKNOWN_TOPIC_ID if info is None else errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -257,7 +241,7 @@ async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHe
             deadline = coordinator.next_lock_deadline(group_id)
             if deadline is not None:
                 wait_ms = max(0, min(wait_ms, deadline - int(time.time() * 1000) + 1))
-            tps = [(broker.log_manager.topics_by_id[t].name, p) for t, p in session.partitions if t in broker.log_manager.topics_by_id]
+            tps = [(broker.metadata.topics_by_id[t].name, p) for t, p in session.partitions if t in broker.metadata.topics_by_id]
             await broker.replica_manager.wait_for_data(tps, wait_ms / 1000)
             if coordinator.sessions.get(group_id, member_id) is session:
                 answers = _fetch_once(broker, session, max_records, request.max_bytes, record_limit)

@@ -205,7 +205,7 @@ class ShareCoordinator:
     def _subscription_metadata(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, list[int]]]:
         """The subscribed topics that exist, with their initialized share-partitions (the only
         ones Kafka's share group assignor is given)."""
-        topics = self.broker.log_manager.topics
+        topics = self.broker.metadata.topics
         out = {}
         for t in sorted(group.subscribed_topics()):
             if t in topics:
@@ -216,7 +216,7 @@ class ShareCoordinator:
     def _initialize_partitions(self, group: ShareGroup) -> None:
         """Kafka's InitializeShareGroupState for the subscribed partitions not initialized yet:
         their state is written with start offset -1, resolved at their first ShareFetch."""
-        topics = self.broker.log_manager.topics
+        topics = self.broker.metadata.topics
         for t in sorted(group.subscribed_topics()):
             info = topics.get(t)
             for p in range(info.partitions if info is not None else 0):
@@ -248,7 +248,7 @@ class ShareCoordinator:
         its start offset resolved by share.auto.offset.reset if it has none yet (Kafka's
         SharePartition.maybeInitialize at the first ShareFetch)."""
         key = (group_id, topic_id, partition)
-        info = self.broker.log_manager.topics_by_id.get(topic_id)
+        info = self.broker.metadata.topics_by_id.get(topic_id)
         lg = self.broker.replica_manager.get_log(info.name, partition) if info is not None else None
         sp = self.share_partitions.get(key)
         if sp is None:
@@ -384,7 +384,7 @@ class ShareCoordinator:
                     "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
                     "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
         self._expire_members(group, _now_ms())
-        by_id = self.broker.log_manager.topics_by_id
+        by_id = self.broker.metadata.topics_by_id
         members = []
         for m in group.members.values():
             tps = [{"topic_id": t, "topic_name": by_id[t].name, "partitions": ps} for t, ps in m.assignment.items() if t in by_id]

@@ -23,6 +23,7 @@ from typing import TextIO
 
 from kafka_sidecar.protocol.record_batch import CONTROL_MASK
 from kafka_sidecar.protocol.records import iter_batches
+from kafka_sidecar.protocol.topic import InvalidTopicError, validate_topic_name
 from kafka_sidecar.spark._records import (
     Columns,
     decode_into,
@@ -37,7 +38,6 @@ from kafka_sidecar.spark._wire import (
     TopicPartition,
     error_name,
 )
-from kafka_sidecar.storage.log_manager import InvalidTopicError, validate_topic_name
 
 from . import console_producer
 from .admin import commit_offsets

@@ -83,7 +83,7 @@ class TransactionCoordinator:
 
     async def start(self) -> None:
         """Replay ``__transaction_state`` and complete the transactions left in Prepare*."""
-        info = self.broker.log_manager.topics.get(TRANSACTION_STATE_TOPIC)
+        info = self.broker.metadata.topics.get(TRANSACTION_STATE_TOPIC)
         if info is not None:
             self.num_partitions = info.partitions
             count = await self.broker.run_blocking(self._load_all, info.partitions)
@@ -116,12 +116,12 @@ class TransactionCoordinator:
     async def ensure_topic(self) -> None:
         """Create ``__transaction_state`` on first use, with Kafka's topic configs."""
         lm = self.broker.log_manager
-        if TRANSACTION_STATE_TOPIC in lm.topics:
+        if TRANSACTION_STATE_TOPIC in self.broker.metadata.topics:
             return
         if self._topic_lock is None:
             self._topic_lock = asyncio.Lock()
         async with self._topic_lock:
-            if TRANSACTION_STATE_TOPIC in lm.topics:
+            if TRANSACTION_STATE_TOPIC in self.broker.metadata.topics:
                 return
             configs = validate_topic_configs({
                 "cleanup.policy": "compact",
@@ -178,7 +178,7 @@ class TransactionCoordinator:
             return errors.COORDINATOR_LOAD_IN_PROGRESS, -1, -1
         await self.ensure_topic()
         if transactional_id not in self.transactions:
-            pid = await self.broker.run_blocking(self.broker.log_manager.allocate_producer_id)
+            pid = await self.broker.run_blocking(self.broker.producer_ids.allocate)
             if transactional_id not in self.transactions:
                 self.transactions[transactional_id] = TransactionMetadata(
                     transactional_id, pid, NO_PRODUCER_EPOCH, txn_timeout_ms, S.EMPTY,
@@ -202,7 +202,7 @@ class TransactionCoordinator:
             # A retry of an InitProducerId whose answer was lost (KIP-360): the epoch already given.
             return errors.NONE, m.producer_id, m.producer_epoch
         if m.is_producer_epoch_exhausted:
-            pid = await self.broker.run_blocking(self.broker.log_manager.allocate_producer_id)
+            pid = await self.broker.run_blocking(self.broker.producer_ids.allocate)
             if self.transactions.get(transactional_id) is not m or m.pending_transition_in_progress:
                 return CONCURRENT_TRANSACTIONS, -1, -1
             new.previous_producer_id = m.producer_id

@@ -159,6 +159,7 @@ class FakeBroker:
     def __init__(self, data_dir: Path, overrides: dict[str, str]) -> None:
         self.config = BrokerConfig.load(overrides=overrides)
         self.log_manager = LogManager(data_dir, self.config.log_defaults())
+        self.metadata = self.log_manager.metadata
         self.log_manager.startup()
         self.replica_manager = ReplicaManager(self.log_manager)
 

@@ -160,13 +160,13 @@ async def test_delete_topic_detaches_on_the_loop_and_closes_on_the_storage_threa
     deletion = asyncio.ensure_future(rm.delete_topic("t"))
     await asyncio.sleep(0)
     # Detached at once: no append or read finds the partitions, the name stays reserved.
-    assert lm.get_log("t", 0) is None and "t" not in lm.topics and lm.is_being_deleted("t")
+    assert lm.get_log("t", 0) is None and "t" not in lm.metadata.topics and lm.metadata.is_being_deleted("t")
     await asyncio.wait_for(parked, 1.0)  # the parked fetch is woken (and will find no partition)
     renamed = await deletion
     assert flush.done() and not flush.exception()  # the flush in flight finished before the close
     assert finished_on and threading.main_thread().name not in finished_on
     assert sorted(p.name.split(".")[0] for p in renamed) == ["t-0", "t-1"]
     assert all(p.name.endswith("-delete") and p.is_dir() for p in renamed)
-    assert not lm.is_being_deleted("t")
+    assert not lm.metadata.is_being_deleted("t")
     lm.create_topic("t", 1, {})  # the name is free again
     assert lm.get_log("t", 0).log_end_offset == 0
