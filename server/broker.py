@@ -25,6 +25,7 @@ from kafka_sidecar.storage.producer_id_manager import ProducerIdManager
 
 from .config import BrokerConfig
 from .connection import Connection, admit
+from .coordinator.clock import SYSTEM_CLOCK, Clock
 from .group_configs import group_config_manager
 from .groups.coordinator import GroupCoordinator
 from .listeners import Endpoint, ListenerError, advertised_host_for, start_listener
@@ -96,6 +97,8 @@ class Broker:
         self.max_request_size: int = config.get("socket.request.max.bytes")
         # Every append, flush and read of a partition on behalf of the server (server/replica_manager.py).
         self.replica_manager = ReplicaManager(self.log_manager, self.metrics, self.executor)
+        # The time the coordinators read and their timers run on (a ManualClock in tests).
+        self.clock: Clock = SYSTEM_CLOCK
         # Consumer groups and committed offsets (server/groups), stored in __consumer_offsets.
         self.group_coordinator = GroupCoordinator(self)
         # Transactions (server/transactions), stored in __transaction_state.
