@@ -323,7 +323,7 @@ class LogManager:
     # ---- config changes (AlterConfigs / IncrementalAlterConfigs) ----------------------------
 
     def alter_topic_configs(self, topic: str, configs: dict[str, Any]) -> TopicInfo:
-        """Replace a topic's config overrides (parsed values): kept in sidecar-topics.json, and in
+        """Replace a topic's config overrides (parsed values): kept by the topic registry, and in
         effect at once in every partition's log (later appends, rolls, retention checks)."""
         with self._lock:
             info = self.metadata.topics[topic]
