@@ -123,7 +123,7 @@ class GroupCoordinator:
         self.segment_bytes: int = cfg.get("offsets.topic.segment.bytes")
         self.retention_check_interval_ms: int = cfg.get("offsets.retention.check.interval.ms")
         self.store = GroupStore(self.configured_partitions)
-        self.timer = Timer()
+        self.timer = Timer(broker.clock)
         self.writer = GroupRecordWriter(broker.replica_manager, self.store, cfg.get("offsets.topic.compression.codec"), self.replay)
         self.rebalance = Rebalancer(self.store, self.writer, self.timer, cfg.get("group.initial.rebalance.delay.ms"))
         self.group_manager = GroupMetadataManager(
