@@ -25,8 +25,8 @@ from kafka_sidecar.storage.producer_id_manager import ProducerIdManager
 
 from .config import BrokerConfig
 from .connection import Connection, admit
-from .fetch_session import FetchManager, FetchSessionCache
 from .coordinator.clock import SYSTEM_CLOCK, Clock
+from .fetch_session import FetchManager, FetchSessionCache
 from .group_configs import group_config_manager
 from .groups.coordinator import GroupCoordinator
 from .listeners import Endpoint, ListenerError, advertised_host_for, start_listener
