@@ -78,7 +78,7 @@ def _read_all(broker: Broker, ctx: FetchContext, uses_ids: bool, read_committed:
     offset it last answered) are left out here already: its answer would drop them."""
     lm = broker.log_manager
     logs = lm.logs
-    topics_by_id = lm.topics_by_id
+    topics_by_id = broker.metadata.topics_by_id
     rm = broker.replica_manager
     incremental = ctx.incremental
     limit = max_bytes if max_bytes > 0 else 2**31 - 1
@@ -184,7 +184,7 @@ def _topics(results: Reads) -> list[FetchTopic]:
 
 def _readable(broker: Broker, conn: Connection, header: RequestHeader, ctx: FetchContext, uses_ids: bool) -> set[str]:
     """The topics of the context the client may READ (KafkaApis.handleFetchRequest), checked once per request."""
-    topics_by_id = broker.log_manager.topics_by_id
+    topics_by_id = broker.metadata.topics_by_id
     names: set[str] = set()
     for cp in ctx.partitions:
         name = cp.topic
@@ -208,7 +208,7 @@ async def handle_fetch(broker: Broker, conn: Connection, header: RequestHeader, 
     version = header.api_version
     deadline = time.monotonic() + ms(request.max_wait) / 1000
     uses_ids = version >= 13
-    fetch_data, to_forget = _fetch_data(version, request, broker.log_manager.topics_by_id)
+    fetch_data, to_forget = _fetch_data(version, request, broker.metadata.topics_by_id)
     try:
         # v4-6 carry no session fields: Kafka's FetchMetadata.LEGACY (no session, epoch -1).
         ctx = broker.fetch_manager.new_context(version, getattr(request, "session_id", 0), getattr(request, "session_epoch", -1),

@@ -49,10 +49,11 @@ def test_reported_features(server: SidecarProcess) -> None:
         supported = {f["name"]: (f["min_version"], f["max_version"]) for f in body["supported_features"]}
         assert supported == {"metadata.version": (7, 30), "share.version": (0, 1), "group.version": (1, 1),
                              "kraft.version": (0, 0), "transaction.version": (0, 0),
-                             "eligible.leader.replicas.version": (0, 0), "streams.version": (0, 0)}
+                             "eligible.leader.replicas.version": (0, 0), "streams.version": (0, 1)}
         # Kafka's HashMap order; level-0 features are not finalized; metadata.version last.
         assert [f["name"] for f in body["supported_features"]][:3] == ["group.version", "kraft.version", "metadata.version"]
-        assert list(_finalized(body).items()) == [("group.version", 1), ("share.version", 1), ("metadata.version", 30)]
+        assert list(_finalized(body).items()) == [("group.version", 1), ("streams.version", 1), ("share.version", 1),
+                                                 ("metadata.version", 30)]
         # Below v4 a range starting at 0 is left out (KAFKA-17011).
         assert [f["name"] for f in _api_versions(w, 3)["supported_features"]] == ["group.version", "metadata.version"]
 
@@ -112,6 +113,25 @@ def test_delegation_tokens_disabled(server: SidecarProcess) -> None:
             raw = w._read(size)[4:]
             assert raw == (b"\0" if version == 2 else b"") + bytes.fromhex("0040ffffffffffffffff00000000") + (b"\0" if version == 2 else b"")
         assert w.call(41, 3, {"owners": None}) == {"error_code": DELEGATION_TOKEN_AUTH_DISABLED, "tokens": [], "throttle_time": 0}
+
+
+# Issue 29: CreateDelegationToken v3 with an owner name but a null owner type (the schema allows it),
+# as the fuzzer sent it. Kafka 4.3.1 answers (measured) its error response: UNKNOWN_SERVER_ERROR,
+# owner and requester User:ANONYMOUS, timestamps -1, no token id, no HMAC; the connection stays open.
+NULL_OWNER_TYPE_FRAME = bytes.fromhex(
+    "00 00 00 21 00 26 00 03 00 00 00 00 00 04 66 75 7a 7a 00 00 07 66 75 7a 7a 2d 61 01 00 00 00 00 00 00 00 00 00")
+NULL_OWNER_TYPE_ANSWER = bytes.fromhex(
+    "000000440000000000ffff05557365720a414e4f4e594d4f555305557365720a414e4f4e594d4f5553"
+    "ffffffffffffffffffffffffffffffffffffffffffffffff01010000000000")
+
+
+def test_create_delegation_token_null_owner_type(server: SidecarProcess) -> None:
+    with Wire(server.bootstrap) as w:
+        for _ in range(2):  # answered, and the connection still serves the next request
+            w.sock.sendall(NULL_OWNER_TYPE_FRAME)
+            assert w._read(len(NULL_OWNER_TYPE_ANSWER)) == NULL_OWNER_TYPE_ANSWER
+        assert w.call(41, 3, {"owners": None})["error_code"] == DELEGATION_TOKEN_AUTH_DISABLED
+    assert "Traceback" not in server.log_text()
 
 
 @pytest.mark.skipif(kafka_tool_missing("kafka-features.sh") is not None, reason=str(kafka_tool_missing("kafka-features.sh")))
