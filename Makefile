@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 DATA_DIR ?= ./data
 LISTEN ?= localhost:9092
 
-.PHONY: run install dev tools reference reference-if-needed test test-fast lint bench conformance conformance-compose crash-test fuzz soak clean
+.PHONY: run install dev tools reference reference-if-needed test test-fast lint bench conformance conformance-compose crash-test fuzz fuzz-long soak soak-mixed outside outside-franz outside-librdkafka clean
 
 # The reference Apache Kafka (broker, tools, Streams, Connect) that tests and benchmarks compare
 # with, assembled from Maven Central into .cache/kafka-$(REFERENCE_KAFKA_VERSION) (needs Java 17+;
@@ -83,22 +83,58 @@ CRASH_SEED ?= 1
 crash-test: dev
 	$(PY) -m tests.crash.harness --iterations $(CRASH_ITERATIONS) --seed $(CRASH_SEED)
 
-# Fuzz the request path: hypothesis (in-process and over TCP, random each run), then atheris,
+# Fuzz the request path: hypothesis (in-process and over TCP, random each run), the schema-valid
+# requests of every advertised API and version (SCHEMA_RANDOM drawn ones each), then atheris,
 # coverage-guided, for FUZZ_SECONDS (installed on demand; without it, random mutation instead).
 FUZZ_EXAMPLES ?= 20000
 FUZZ_SECONDS ?= 600
+SCHEMA_RANDOM ?= 60
 fuzz: dev
-	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_RANDOM=1 $(PY) -m pytest -q -p no:cacheprovider -o timeout=0 tests/integration/test_fuzz.py
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_RANDOM=1 SCHEMA_RANDOM=$(SCHEMA_RANDOM) $(PY) -m pytest -q -p no:cacheprovider -o timeout=0 \
+		tests/integration/test_fuzz.py tests/integration/test_schema_requests.py
 	if $(PIP) install --quiet 'atheris>=2.3'; then \
-		$(PY) -m tests.fuzz.fuzz_requests -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -artifact_prefix=./fuzz-; \
+		$(PY) -m tests.fuzz.fuzz_long -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=2048 -artifact_prefix=./fuzz-; \
 	else \
 		$(PY) -m tests.fuzz.fuzz_requests --no-atheris --runs $(FUZZ_EXAMPLES); \
 	fi
 
+# Coverage-guided fuzzing (atheris, libFuzzer) of the request path for FUZZ_LONG_SECONDS: raw frames
+# and schema-valid requests into dispatch on a real in-process broker, seeded from tests/fuzz/corpus
+# and tests/fuzz/crashes; the corpus grows in fuzz-artifacts/corpus, a crash is written to
+# fuzz-artifacts/ (copy it to tests/fuzz/crashes/ once fixed: `make test` replays them).
+FUZZ_LONG_SECONDS ?= 3600
+fuzz-long: dev
+	$(PIP) install --quiet 'atheris>=2.3'
+	mkdir -p fuzz-artifacts/corpus
+	$(PY) -c 'from pathlib import Path; from tests.fuzz.fuzz_requests import seed_corpus; seed_corpus(Path("fuzz-artifacts/corpus"))'
+	$(PY) -m tests.fuzz.fuzz_long -max_total_time=$(FUZZ_LONG_SECONDS) -timeout=30 -rss_limit_mb=2048 \
+		-print_final_stats=1 -artifact_prefix=fuzz-artifacts/ fuzz-artifacts/corpus 2>&1 | tee fuzz-artifacts/last-run.log
+
 # Producers and consumers on loopback for SOAK_SECONDS: no error, memory flat, every record accounted for.
-SOAK_SECONDS ?= 600
+# (soak: 600 s by default; soak-mixed: 3600 s.)
+SOAK_SECONDS ?= $(if $(filter soak-mixed,$(MAKECMDGOALS)),3600,600)
 soak: dev
 	$(PY) -m tests.soak.soak --seconds $(SOAK_SECONDS)
+
+# Outside client suites (README "Outside suites", tests/outside/README.md): franz-go's kgo integration
+# tests (module zip from the Go module proxy) and librdkafka's test harness (Debian's source package),
+# each test against kafka-sidecar and the reference Kafka, side by side. Long; not in `make test`.
+# OUTSIDE_ARGS passes more options, e.g. OUTSIDE_ARGS="--broker ours --tests TestGroupETL".
+OUTSIDE_ARGS ?=
+outside: dev reference-if-needed
+	$(PY) -m tests.outside.run --suite all $(OUTSIDE_ARGS)
+
+outside-franz: dev reference-if-needed
+	$(PY) -m tests.outside.run --suite franz $(OUTSIDE_ARGS)
+
+outside-librdkafka: dev reference-if-needed
+	$(PY) -m tests.outside.run --suite librdkafka $(OUTSIDE_ARGS)
+
+# Every client kind at once for SOAK_SECONDS (tests/soak/mixed.py): librdkafka, kafka-python, aiokafka and
+# Kafka's Java clients (classic and KIP-848 consumers, a share consumer, the transactional copier),
+# with topic churn, DeleteRecords, retention and compaction; needs Java and the reference's tools.
+soak-mixed: dev reference-if-needed
+	$(PY) -m tests.soak.mixed --seconds $(SOAK_SECONDS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

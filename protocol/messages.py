@@ -22,6 +22,7 @@ from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
 from .produce_request import decode_produce, encode_produce_response
 from .request_check import check_request
+from .request_rewrite import rewrite_request
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
@@ -121,7 +122,10 @@ def decode_request_body(api_key: int, version: int, buf: bytes | memoryview, off
     # Declared lengths within the frame, no null where Kafka allows none: checked before kio's
     # native reader, which would try to allocate whatever a length says (request_check.py).
     check_request(api_key, version, buf, offset)
-    value, _size = _reader(cls)(buf, offset)
+    try:
+        value, _size = _reader(cls)(buf, offset)
+    except (KeyError, ValueError):  # an unknown tagged field, a duration past timedelta's: Kafka
+        value, _size = _reader(cls)(rewrite_request(cls, buf, offset), 0)  # reads them (request_rewrite.py)
     return value
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import (
     API_VERSIONS_KEY,
+    FrameError,
     ProtocolViolation,
     RequestHeader,
     frame,
@@ -52,6 +53,7 @@ from .apis import (
     topics,
     transactions,
 )
+from .error_response import error_response
 from .features import feature_control
 from .quotas.manager import SELF_RECORDED_APIS
 
@@ -229,7 +231,13 @@ async def handle_request(broker: Broker, conn: Connection, data: bytes) -> list[
     except Exception as e:
         broker.metrics.protocol_errors += 1
         raise ProtocolViolation(f"cannot decode {spec.name} v{version} request: {e}") from None
-    result = await spec.handler(broker, conn, header, request)
+    try:
+        result = await spec.handler(broker, conn, header, request)
+    except (FrameError, ProtocolViolation):
+        raise
+    except Exception:  # Kafka's requestHelper.handleError: the request's error response, never a close
+        log.exception("%s v%d from %s failed: answered UNKNOWN_SERVER_ERROR", spec.name, version, conn.peer)
+        result = error_response(api_key, version, request, errors.UNKNOWN_SERVER_ERROR)
     # request_percentage for every API (server/quotas): one attribute test while none is set.
     if broker.client_quotas.request.enabled and api_key not in SELF_RECORDED_APIS:
         broker.client_quotas.throttle_request(conn, header.client_id, result, time.perf_counter() - started)
@@ -241,8 +249,12 @@ async def handle_request(broker: Broker, conn: Connection, data: bytes) -> list[
         return None
     # ApiVersions responses always use header v0 so clients can parse them before negotiating.
     if isinstance(result, dict):
-        return [framed_response(correlation_id, flexible and api_key != API_VERSIONS_KEY,
-                                encode_body(api_key, version, result))]
+        try:
+            body = encode_body(api_key, version, result)
+        except Exception:  # an answer the schema cannot carry: as a handler's failure
+            log.exception("%s v%d from %s: the answer does not encode: answered UNKNOWN_SERVER_ERROR", spec.name, version, conn.peer)
+            body = encode_body(api_key, version, error_response(api_key, version, request, errors.UNKNOWN_SERVER_ERROR))
+        return [framed_response(correlation_id, flexible and api_key != API_VERSIONS_KEY, body)]
     head = response_header(correlation_id, flexible and api_key != API_VERSIONS_KEY)
     # Pre-encoded parts (Fetch): bytes and file slices, framed around their total size.
     sizes = sum(len(p) if isinstance(p, bytes) else p.size for p in result)

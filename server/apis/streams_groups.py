@@ -99,7 +99,7 @@ async def handle_streams_group_heartbeat(broker: Broker, conn: Connection, heade
 async def _create_internal_topics(broker: Broker, topics: list[InternalTopic]) -> None:
     lm = broker.log_manager
     for t in topics:
-        if t.name in lm.topics:
+        if t.name in broker.metadata.topics:
             continue
         try:
             configs = validate_topic_configs(t.configs)

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from kafka_sidecar.protocol import errors
+from kafka_sidecar.protocol.topic import INTERNAL_TOPICS
 from kafka_sidecar.storage.log_config import validate_topic_configs
 
 from ..apis.re2j import compile_re2j
@@ -97,9 +98,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Never matched by a regex subscription (Kafka's Topic.isInternal).
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
-
 # The names these helpers had here before the split (tests import them from this module).
 _topic_partition_hash = topic_partition_hash
 _append_error_to_response_error = append_error_to_response_error
@@ -125,7 +123,7 @@ class GroupCoordinator:
         self.segment_bytes: int = cfg.get("offsets.topic.segment.bytes")
         self.retention_check_interval_ms: int = cfg.get("offsets.retention.check.interval.ms")
         self.store = GroupStore(self.configured_partitions)
-        self.timer = Timer()
+        self.timer = Timer(broker.clock)
         self.writer = GroupRecordWriter(broker.replica_manager, self.store, cfg.get("offsets.topic.compression.codec"), self.replay)
         self.rebalance = Rebalancer(self.store, self.writer, self.timer, cfg.get("group.initial.rebalance.delay.ms"))
         self.group_manager = GroupMetadataManager(
@@ -169,19 +167,19 @@ class GroupCoordinator:
         compiled = self._regexes.get(pattern)
         if compiled is None:
             compiled = self._regexes[pattern] = compile_re2j(pattern)
-        return {t for t in self.broker.log_manager.topics if t not in INTERNAL_TOPICS and compiled.fullmatch(t)}
+        return {t for t in self.broker.metadata.topics if t not in INTERNAL_TOPICS and compiled.fullmatch(t)}
 
     def _topics_version(self) -> int:
         """Grows whenever a topic was created since the last call (Kafka's lastMetadataImageWithNewTopics,
         here a time in ms so that it also grows over a restart); the regexes' refresh compares it."""
-        ids = {info.topic_id for info in self.broker.log_manager.topics.values()}
+        ids = {info.topic_id for info in self.broker.metadata.topics.values()}
         if not self._new_topics_version or not ids <= self._topic_ids:
             self._new_topics_version = max(self._new_topics_version + 1, now_ms())
         self._topic_ids = ids
         return self._new_topics_version
 
     def _topic_lookup(self, name: str) -> tuple[uuid.UUID, int] | None:
-        info = self.broker.log_manager.topics.get(name)
+        info = self.broker.metadata.topics.get(name)
         return None if info is None else (info.topic_id, info.partitions)
 
     # The shared state, under the names it had on the coordinator.
@@ -211,7 +209,7 @@ class GroupCoordinator:
     async def start(self) -> None:
         """Replay ``__consumer_offsets`` (if it exists) and start serving."""
         lm = self.broker.log_manager
-        info = lm.topics.get(OFFSETS_TOPIC)
+        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
         if info is not None:
             self.store.num_partitions = info.partitions
             started = now_ms()
@@ -235,12 +233,12 @@ class GroupCoordinator:
     async def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` the first time a group needs it (Kafka creates it on the first FindCoordinator)."""
         lm = self.broker.log_manager
-        if OFFSETS_TOPIC in lm.topics:
+        if OFFSETS_TOPIC in self.broker.metadata.topics:
             return
         if self._topic_lock is None:
             self._topic_lock = asyncio.Lock()
         async with self._topic_lock:
-            if OFFSETS_TOPIC in lm.topics:
+            if OFFSETS_TOPIC in self.broker.metadata.topics:
                 return
             configs = validate_topic_configs({
                 "cleanup.policy": "compact",
@@ -394,7 +392,7 @@ class GroupCoordinator:
         return streams_describe(self.streams_manager, self.store.by_coordinator_partition(group_ids))
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
-        info = self.broker.log_manager.topics_by_id.get(topic_id)
+        info = self.broker.metadata.topics_by_id.get(topic_id)
         return None if info is None else info.name
 
     # ---- offsets (OffsetMetadataManager) ------------------------------------------------------

@@ -34,10 +34,17 @@ from typing import Any
 from kafka_sidecar.protocol.framing import FrameError
 from kafka_sidecar.server.broker import Broker
 from kafka_sidecar.server.config import BrokerConfig
-from kafka_sidecar.server.dispatch import ProtocolViolation, handle_request
+from kafka_sidecar.server.dispatch import SUPPORTED_APIS, ProtocolViolation, handle_request
 from kafka_sidecar.storage.log_segment import FileSlice
 
-HANDLER_TIMEOUT = 0.5  # seconds a request may take in-process (long polls are cut at this)
+from tests.fuzz.schema_requests import check_answer
+
+# Requests that may legitimately wait (a Fetch or ShareFetch long poll, a JoinGroup or SyncGroup
+# waiting for other members) are cut after LONG_POLL_CUT seconds; any other request that takes
+# longer than HANDLER_TIMEOUT is a finding (a hang).
+LONG_POLL_APIS = (1, 11, 14, 78)
+LONG_POLL_CUT = 0.1
+HANDLER_TIMEOUT = 10.0
 
 
 class _Writer:
@@ -60,6 +67,16 @@ class FakeConnection:
         self.sasl = None  # a PLAINTEXT listener: no SASL authenticator
 
 
+class _FailureLog(logging.Handler):
+    def __init__(self, into: list[str]) -> None:
+        super().__init__(logging.ERROR)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        exc = record.exc_info[1] if record.exc_info else None
+        self.into.append(f"{record.getMessage()}: {exc!r}")
+
+
 class Target:
     """A broker in this process, and a function that feeds it one request."""
 
@@ -79,17 +96,26 @@ class Target:
             lm.create_topic(name, 2)
         lm.create_topic("fuzz-compact", 1, {"cleanup.policy": "compact"})
         self.cases = 0
+        # What dispatch's safety net logs (a handler's exception, an answer that does not encode).
+        self.failures: list[str] = []
+        self._watch = _FailureLog(self.failures)
+        logging.getLogger("kafka_sidecar.server.dispatch").addHandler(self._watch)
 
     def run_one(self, payload: bytes) -> None:
         self.cases += 1
+        self.failures.clear()
         try:
-            result = self.loop.run_until_complete(asyncio.wait_for(handle_request(self.broker, self.conn, payload), HANDLER_TIMEOUT))
+            long_poll = len(payload) >= 2 and struct.unpack_from(">h", payload)[0] in LONG_POLL_APIS
+            timeout = LONG_POLL_CUT if long_poll else HANDLER_TIMEOUT
+            result = self.loop.run_until_complete(asyncio.wait_for(handle_request(self.broker, self.conn, payload), timeout))
         except (FrameError, ProtocolViolation):
             return  # the connection would be closed, with one log line
         except TimeoutError:
-            if len(payload) >= 2 and struct.unpack_from(">h", payload)[0] in (1, 11):  # Fetch long-poll, JoinGroup
+            if long_poll:
                 return
             raise
+        if self.failures:  # dispatch's safety net answered a handler's exception: still a bug
+            raise AssertionError(f"handler failed: {self.failures[0]}")
         if result is None:
             return
         head = result[0]
@@ -99,8 +125,18 @@ class Target:
         assert size == total, f"response size prefix {size} != {total} bytes"
         for p in result[1:]:
             assert isinstance(p, bytes | FileSlice), type(p)
+        if len(result) == 1:  # a plain answer: it must decode with Kafka's schema for the request
+            self._check_answer(payload, head)
+
+    def _check_answer(self, payload: bytes, answer: bytes) -> None:
+        api_key, version, correlation_id = struct.unpack_from(">hhi", payload)
+        if api_key == 18 and not SUPPORTED_APIS[18].min_version <= version <= SUPPORTED_APIS[18].max_version:
+            version = 0  # Kafka's answer to an ApiVersions version it does not know is a v0 body
+        out = check_answer(api_key, version, correlation_id, answer[4:], "answered")
+        assert out.kind == "answered", f"{SUPPORTED_APIS[api_key].name} v{version}: {out.detail}"
 
     def close(self) -> None:
+        logging.getLogger("kafka_sidecar.server.dispatch").removeHandler(self._watch)
         try:
             self.loop.run_until_complete(self.broker.stop())
         finally:
@@ -111,6 +147,10 @@ class Target:
 def _quiet() -> None:
     logging.basicConfig(level=logging.CRITICAL)
     logging.getLogger("kafka_sidecar").setLevel(logging.CRITICAL)
+    # The safety net's ERROR lines still reach Target's watch (not printed: they become findings).
+    dispatch = logging.getLogger("kafka_sidecar.server.dispatch")
+    dispatch.setLevel(logging.ERROR)
+    dispatch.propagate = False
 
 
 def run_random(runs: int, seed: int) -> int:
@@ -136,25 +176,61 @@ def run_random(runs: int, seed: int) -> int:
     return 0
 
 
+# An input starting with this marker (API key -2: never a real request) is a schema-valid
+# request drawn from the rest of the input; any other input is a raw request frame payload.
+STRUCTURED = b"\xff\xfe"
+CORPUS = Path(__file__).resolve().parent / "corpus"
+CRASHES = Path(__file__).resolve().parent / "crashes"
+
+
+def structured_payload(data: bytes) -> bytes:
+    """A schema-valid request (tests/fuzz/schema_requests.py) chosen and drawn from ``data``."""
+    from kio.index import load_request_schema
+
+    from tests.fuzz.schema_codec import encode
+    from tests.fuzz.schema_requests import Context, Generator, header
+
+    specs = sorted(SUPPORTED_APIS.values(), key=lambda s: s.key)
+    spec = specs[data[0] % len(specs)] if data else specs[0]
+    version = spec.min_version + (data[1] if len(data) > 1 else 0) % (spec.max_version - spec.min_version + 1)
+    cls = load_request_schema(spec.key, version)
+    rnd = random.Random(bytes(data[2:]))
+    variant = "tagged" if cls.__flexible__ and len(data) > 2 and data[2] & 1 else "random"
+    body = encode(cls, Generator(variant, rnd, Context([]), spec.key, version).struct(cls, 0))
+    return header(spec.key, version, 1, bool(cls.__flexible__)) + body
+
+
+def payload_of(data: bytes) -> bytes:
+    return structured_payload(data[2:]) if data[:2] == STRUCTURED else data
+
+
+def seed_corpus(into: Path) -> None:
+    """The repo's corpus (tests/fuzz/corpus), its crashes (tests/fuzz/crashes) and the golden frames."""
+    from tests.fuzz.strategies import golden_request_frames
+
+    for d in (CORPUS, CRASHES):
+        for f in sorted(d.glob("*")) if d.is_dir() else ():
+            shutil.copy(f, into / f.name)
+    for i, f in enumerate(golden_request_frames()):
+        if len(f) < 4096:
+            (into / f"golden-{i:04d}").write_bytes(f[4:])
+
+
 def run_atheris(argv: list[str]) -> int:
     import atheris  # noqa: PLC0415 (optional)
-
-    from tests.fuzz.strategies import golden_request_frames
 
     target = Target()
     corpus = Path(tempfile.mkdtemp(prefix="kafka-sidecar-fuzz-corpus-"))
     # libFuzzer ends the process with exit(): remove the temporary dirs then too, if Python gets to.
     atexit.register(shutil.rmtree, target.dir, True)
     atexit.register(shutil.rmtree, corpus, True)
-    for i, f in enumerate(golden_request_frames()):
-        (corpus / f"golden-{i:04d}").write_bytes(f[4:])
     if not any(not a.startswith("-") for a in argv[1:]):
+        seed_corpus(corpus)
         argv = [*argv, str(corpus)]
 
     def test_one_input(data: bytes) -> None:
-        target.run_one(data)
+        target.run_one(payload_of(data))
 
-    atheris.instrument_all()  # coverage feedback from everything loaded: our code, kio, crc32c...
     atheris.Setup(argv, test_one_input)
     atheris.Fuzz()
     return 0

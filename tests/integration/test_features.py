@@ -115,6 +115,25 @@ def test_delegation_tokens_disabled(server: SidecarProcess) -> None:
         assert w.call(41, 3, {"owners": None}) == {"error_code": DELEGATION_TOKEN_AUTH_DISABLED, "tokens": [], "throttle_time": 0}
 
 
+# Issue 29: CreateDelegationToken v3 with an owner name but a null owner type (the schema allows it),
+# as the fuzzer sent it. Kafka 4.3.1 answers (measured) its error response: UNKNOWN_SERVER_ERROR,
+# owner and requester User:ANONYMOUS, timestamps -1, no token id, no HMAC; the connection stays open.
+NULL_OWNER_TYPE_FRAME = bytes.fromhex(
+    "00 00 00 21 00 26 00 03 00 00 00 00 00 04 66 75 7a 7a 00 00 07 66 75 7a 7a 2d 61 01 00 00 00 00 00 00 00 00 00")
+NULL_OWNER_TYPE_ANSWER = bytes.fromhex(
+    "000000440000000000ffff05557365720a414e4f4e594d4f555305557365720a414e4f4e594d4f5553"
+    "ffffffffffffffffffffffffffffffffffffffffffffffff01010000000000")
+
+
+def test_create_delegation_token_null_owner_type(server: SidecarProcess) -> None:
+    with Wire(server.bootstrap) as w:
+        for _ in range(2):  # answered, and the connection still serves the next request
+            w.sock.sendall(NULL_OWNER_TYPE_FRAME)
+            assert w._read(len(NULL_OWNER_TYPE_ANSWER)) == NULL_OWNER_TYPE_ANSWER
+        assert w.call(41, 3, {"owners": None})["error_code"] == DELEGATION_TOKEN_AUTH_DISABLED
+    assert "Traceback" not in server.log_text()
+
+
 @pytest.mark.skipif(kafka_tool_missing("kafka-features.sh") is not None, reason=str(kafka_tool_missing("kafka-features.sh")))
 def test_kafka_features_tool(server: SidecarProcess) -> None:
     def tool(*args: str) -> list[str]:
