@@ -25,6 +25,7 @@ from kafka_sidecar.storage.producer_id_manager import ProducerIdManager
 
 from .config import BrokerConfig
 from .connection import Connection, admit
+from .coordinator.clock import SYSTEM_CLOCK, Clock
 from .fetch_session import FetchManager, FetchSessionCache
 from .group_configs import group_config_manager
 from .groups.coordinator import GroupCoordinator
@@ -100,6 +101,8 @@ class Broker:
         self.replica_manager = ReplicaManager(self.log_manager, self.metrics, self.executor)
         # Incremental fetch sessions (KIP-227, server/fetch_session.py), in memory as in Kafka.
         self.fetch_manager = FetchManager(FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots")))
+        # The time the coordinators read and their timers run on (a ManualClock in tests).
+        self.clock: Clock = SYSTEM_CLOCK
         # Consumer groups and committed offsets (server/groups), stored in __consumer_offsets.
         self.group_coordinator = GroupCoordinator(self)
         # Transactions (server/transactions), stored in __transaction_state.

@@ -213,6 +213,21 @@ async def _serve(args: argparse.Namespace) -> int:
             sys.stderr.write(f"kafka-sidecar: error: cannot serve metrics on {bracket(args.metrics_host)}:{args.metrics_port}: {e.strerror or e}\n")
             return 2
         print(f"kafka-sidecar metrics on http://{bracket(args.metrics_host)}:{metrics_server.port}/metrics", flush=True)
+    console = None
+    if args.console_port is not None:
+        # Loaded only when asked for (with the console off nothing of it is imported), and up
+        # before the logs load: a taken port or a broker it cannot log users in to stops the start
+        # here; meanwhile its pages say the broker is starting.
+        from .console.server import ConsoleError, ConsoleServer
+
+        console = ConsoleServer(broker, args.console_host, args.console_port, allow_writes=args.console_allow_writes)
+        try:
+            await console.start()
+        except ConsoleError as e:
+            sys.stderr.write(f"kafka-sidecar: error: --console-port: {e}\n")
+            if metrics_server is not None:
+                await metrics_server.stop()
+            return 2
     try:
         try:
             await broker.start()
@@ -224,18 +239,6 @@ async def _serve(args: argparse.Namespace) -> int:
             sys.stderr.write(f"kafka-sidecar: error: {message}\n")
             await broker.stop()
             return 2
-        console = None
-        if args.console_port is not None:
-            # loaded only when asked for: with the console off nothing of it is imported
-            from .console.server import ConsoleError, ConsoleServer
-
-            console = ConsoleServer(broker, args.console_host, args.console_port, allow_writes=args.console_allow_writes)
-            try:
-                await console.start()
-            except ConsoleError as e:
-                sys.stderr.write(f"kafka-sidecar: error: --console-port: {e}\n")
-                await broker.stop()
-                return 2
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -243,12 +246,12 @@ async def _serve(args: argparse.Namespace) -> int:
         print(_ready_line(broker, data_dir, console), flush=True)
         await stop.wait()
         log.info("shutting down")
-        if console is not None:
-            await console.stop()
         await broker.stop()
         log.info("stopped cleanly")
         return 0
     finally:
+        if console is not None:
+            await console.stop()
         if metrics_server is not None:
             await metrics_server.stop()
 

@@ -285,6 +285,23 @@ class SidecarCollector:
         pc.add_metric([], count)
         yield pc
 
+        # -- incremental fetch sessions (Kafka's kafka.server:type=FetchSessionCache)
+        fetch_manager = getattr(b, "fetch_manager", None)
+        if fetch_manager is not None:
+            cache = fetch_manager.cache
+            for name, doc, value in (
+                ("kafka_server_fetchsessioncache_numincrementalfetchsessions", "Incremental fetch sessions in the cache", len(cache)),
+                ("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached", "Partitions of the cached fetch sessions",
+                 cache.total_partitions),
+            ):
+                g = GaugeMetricFamily(name, doc)
+                g.add_metric([], value)
+                yield g
+            ev = CounterMetricFamily("kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+                                     "Fetch sessions evicted to make room for new ones")
+            ev.add_metric([], cache.evictions)
+            yield ev
+
         # -- cleaner and retention
         cleaner = getattr(lm, "cleaner", None)
         rounds = CounterMetricFamily("kafka_log_logcleaner_cleanings", "Logs cleaned (compaction rounds that cleaned a log)")

@@ -249,7 +249,8 @@ class Cleaner:
         base = group[0].base_offset
         for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             (lg.dir / f"{base:020d}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
-        cleaned = LogSegment(lg.dir, base, lg.config.index_interval_bytes, lg.config.segment_index_bytes, active=False, suffix=CLEANED_SUFFIX)
+        cleaned = LogSegment(lg.dir, base, lg.config.index_interval_bytes, lg.config.segment_index_bytes, active=False, suffix=CLEANED_SUFFIX,
+                             pools=lg.pools)
         latest_horizon = -1
         txns = CleanedTransactionMetadata([], cleaned.txn_index)
         try:

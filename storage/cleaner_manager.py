@@ -216,6 +216,7 @@ class LogCleanerManager:
             self.paused[tp] = self.paused.get(tp, 0) + 1
             if tp in self.in_progress:
                 self.aborted.add(tp)
+                self._lock.notify_all()  # for whoever waits to see the abort asked for
                 self._lock.wait_for(lambda: tp not in self.in_progress, timeout)
 
     def resume(self, topic: str, partition: int) -> None:

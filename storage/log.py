@@ -42,9 +42,11 @@ from .local_log import LocalLog
 from .log_config import LogConfig
 from .log_loader import LogLoader, aborted_txn_entry
 from .log_segment import (
+    DEFAULT_POOLS,
     AppendedBatch,
     FileSlice,
     LogSegment,
+    OpenFilePools,
     StorageError,
 )
 from .producer_state import CompletedTxn, ProducerStateManager, snapshot_path
@@ -87,13 +89,14 @@ class Log:
     """The leader-facing log (Kafka's UnifiedLog): offsets, producer state and transactions over
     a LocalLog of segments (storage/local_log.py), loaded by a LogLoader (storage/log_loader.py)."""
 
-    def __init__(self, dir: Path, topic: str, partition: int, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int | None = None, clean_shutdown: bool = True) -> None:
+    def __init__(self, dir: Path, topic: str, partition: int, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int | None = None,
+                 clean_shutdown: bool = True, pools: OpenFilePools = DEFAULT_POOLS) -> None:
         self.dir = dir
         self.topic = topic
         self.partition = partition
         self.config = config
         # The segments; readers take one snapshot without locking, writers hold ``lock``.
-        self._local = LocalLog(dir, topic, partition)
+        self._local = LocalLog(dir, topic, partition, pools)
         self.lock = threading.RLock()
         # (active segment's base offset, its roll jitter, (segment.jitter.ms, segment.ms) drawn for)
         self._jitter_drawn: tuple[int, int, tuple[int, int]] | None = None
@@ -118,6 +121,11 @@ class Log:
         self.recovery_point = offsets.recovery_point
         self.log_start_offset = offsets.log_start_offset
         self._first_unstable: int | None = self.producer_state.first_unstable_offset()  # cached
+
+    @property
+    def pools(self) -> OpenFilePools:
+        """The pools of open files its segments count in (its LogManager's)."""
+        return self._local.pools
 
     FULL_INDEX_CHECK_ENTRIES = LogLoader.FULL_INDEX_CHECK_ENTRIES  # the loader's (kept for callers)
 

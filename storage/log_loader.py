@@ -160,9 +160,10 @@ class LogLoader:
         self.producer_state.found_snapshots(snapshots)
         for i, base in enumerate(ordered):
             is_last = i == len(ordered) - 1
-            self.segments.add_segment(open_segment(self.dir, base, self.config, active=is_last, on_rebuild=self._mark_txn_rebuild, names=names))
+            self.segments.add_segment(open_segment(self.dir, base, self.config, active=is_last, on_rebuild=self._mark_txn_rebuild, names=names,
+                                                     pools=self.segments.pools))
         if not self.segments.segments:
-            self.segments.add_segment(open_segment(self.dir, 0, self.config, active=True, on_rebuild=self._mark_txn_rebuild))
+            self.segments.add_segment(open_segment(self.dir, 0, self.config, active=True, on_rebuild=self._mark_txn_rebuild, pools=self.segments.pools))
             return
         if self.clean_shutdown:
             # Kafka's LazyIndex: after a clean stop every segment's indexes are checked at their
@@ -228,7 +229,8 @@ class LogLoader:
             if not stem.isdigit():
                 continue
             base = int(stem)
-            swap = LogSegment(self.dir, base, self.config.index_interval_bytes, self.config.segment_index_bytes, active=False, suffix=SWAP_SUFFIX)
+            swap = LogSegment(self.dir, base, self.config.index_interval_bytes, self.config.segment_index_bytes, active=False, suffix=SWAP_SUFFIX,
+                              pools=self.segments.pools)
             swap.recover()
             last = swap.read_next_offset() - 1
             swap.close()

@@ -32,7 +32,7 @@ from . import checkpoint, failpoints
 from .cleaner import LogCleaner
 from .log import Log, parse_partition_dir
 from .log_config import LogConfig
-from .log_segment import LogSegment
+from .log_segment import LogSegment, OpenFilePools
 from .metadata_files import check_partition_metadata, load_meta_properties, write_partition_metadata
 from .topic_registry import TopicInfo, TopicRegistry
 
@@ -142,6 +142,8 @@ class LogManager:
         self.metadata = metadata if metadata is not None else TopicRegistry(self.data_dir, self._lock)
         self._lock = self.metadata.lock
         self.logs: dict[tuple[str, int], Log] = {}
+        # This manager's pools of open files (inactive segments' logs, index descriptors).
+        self.pools = OpenFilePools()
         self.cluster_id = ""
         self.directory_id = ""
         self._lock_fd: int | None = None
@@ -195,7 +197,7 @@ class LogManager:
             if config is None:
                 config = configs[topic] = self.log_config(info)
             lg = Log(path, topic, partition, config, recovery_point=recovery_points.get((topic, partition), 0),
-                     log_start_offset=start_offsets.get((topic, partition)), clean_shutdown=self.had_clean_shutdown)
+                     log_start_offset=start_offsets.get((topic, partition)), clean_shutdown=self.had_clean_shutdown, pools=self.pools)
             self.loaded_partitions += 1  # for the progress report (racy, made exact below)
             return lg
 
@@ -252,7 +254,7 @@ class LogManager:
         path = self.data_dir / f"{info.name}-{partition}"
         path.mkdir(parents=True, exist_ok=True)
         write_partition_metadata(path, info.topic_id)
-        lg = Log(path, info.name, partition, self.log_config(info))
+        lg = Log(path, info.name, partition, self.log_config(info), pools=self.pools)
         self.logs[(info.name, partition)] = lg
         return lg
 
@@ -323,7 +325,7 @@ class LogManager:
     # ---- config changes (AlterConfigs / IncrementalAlterConfigs) ----------------------------
 
     def alter_topic_configs(self, topic: str, configs: dict[str, Any]) -> TopicInfo:
-        """Replace a topic's config overrides (parsed values): kept in sidecar-topics.json, and in
+        """Replace a topic's config overrides (parsed values): kept by the topic registry, and in
         effect at once in every partition's log (later appends, rolls, retention checks)."""
         with self._lock:
             info = self.metadata.topics[topic]

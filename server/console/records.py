@@ -112,19 +112,25 @@ def parse_int(value: str | None, what: str, *, low: int | None = None, high: int
     return n
 
 
-def _read_window(lg, start: int, end: int, limit: int, newest: bool) -> tuple[list[Record], bool]:
+def _decode(data) -> list:
+    """pread and decode one slice (off the loop)."""
+    return decode_batches(data.read())
+
+
+async def _read_window(rm, lg, start: int, end: int, limit: int, newest: bool) -> tuple[list[Record], bool]:
     """Records with start <= offset < end (the last ``limit`` of them when ``newest``, else the
-    first); runs off the loop. Returns (records, whether the byte cap stopped the read)."""
+    first). Each chunk is located on the loop (ReplicaManager.read, as Fetch does), then read and decoded
+    off it. Returns (records, whether the byte cap stopped the read)."""
+    loop = asyncio.get_running_loop()
     kept: deque[Record] = deque(maxlen=limit if newest else None)
     position, total = start, 0
     while position < end and total < MAX_READ_BYTES:
-        data = lg.read(position, READ_CHUNK, True)
+        data = rm.read(lg, position, READ_CHUNK, True)
         if data is None or data.size == 0:
             break
-        raw = data.read()
-        total += len(raw)
+        total += data.size
         progressed = False
-        for batch in decode_batches(raw):
+        for batch in await loop.run_in_executor(None, _decode, data):
             if batch.next_offset > position:
                 position, progressed = batch.next_offset, True
             if batch.is_control:
@@ -175,7 +181,7 @@ async def browse(broker: Broker, session: ConsoleSession, topic: str, partition:
         page.first, page.last = first, first - 1
         return page
     try:
-        records, capped = await asyncio.get_running_loop().run_in_executor(None, _read_window, lg, first, last_excl, limit, newest)
+        records, capped = await _read_window(broker.replica_manager, lg, first, last_excl, limit, newest)
     except OffsetOutOfRangeError as e:  # the log start moved meanwhile (retention, DeleteRecords)
         raise BrowseError(f"the records moved while reading: {e}") from None
     if newest:

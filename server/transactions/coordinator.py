@@ -22,12 +22,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.storage.log_config import validate_topic_configs
 
+from ..coordinator.clock import now_ms
 from ..groups.records import OFFSETS_TOPIC, build_batch
 from .records import (
     TRANSACTION_STATE_TOPIC,
@@ -60,10 +60,6 @@ log = logging.getLogger(__name__)
 
 S = TransactionState
 COORDINATOR_EPOCH = 0  # one broker, never a new leader of a __transaction_state partition
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class TransactionCoordinator:

@@ -290,6 +290,19 @@ def test_serve_prints_the_console_url_and_serves_it(tmp_path):
         proc.stderr.close()
 
 
+def test_a_taken_console_port_is_one_line_before_anything_starts(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run([*sidecar_command(), "serve", "--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0",
+                              "--console-port", str(port)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.startswith(f"kafka-sidecar: error: --console-port: cannot serve the console on 127.0.0.1:{port}")
+    assert not (tmp_path / "data" / "meta.properties").exists()  # the data dir was not initialised
+
+
 def test_console_off_loads_none_of_it():
     code = ("import sys\nfrom kafka_sidecar.testing import EmbeddedBroker\n"
             "b = EmbeddedBroker().start()\nprint(sorted(m for m in sys.modules if m.startswith('kafka_sidecar.server.console')))\nb.stop()\n")
@@ -667,5 +680,35 @@ def test_share_group_page_shows_share_partition_state(cb):
         assert offsets[0]["Topic"] == topic and offsets[0]["Lag"] == "4" and offsets[0]["Log end offset"] == "10"
         home = {r["Group"]: r for r in rows(http(cb.console_url, "/")[1], "groups")}
         assert home[group]["Type"] == "share" and home[group]["Members"] == "1" and home[group]["Total lag"] == "4"
+    finally:
+        c.close()
+
+
+def test_a_consumer_protocol_group_is_listed_and_described(cb):
+    """A KIP-848 group (librdkafka with group.protocol=consumer): type, members, assignment and lag."""
+    topic, group = f"kip848-{uuid.uuid4().hex[:6]}", f"g848-{uuid.uuid4().hex[:6]}"
+    create_topic(cb.bootstrap_servers, topic, 2)
+    p = Producer({"bootstrap.servers": cb.bootstrap_servers})
+    for i in range(4):
+        p.produce(topic, value=b"c%d" % i, partition=i % 2)
+    assert p.flush(TIMEOUT) == 0
+    c = Consumer({"bootstrap.servers": cb.bootstrap_servers, "group.id": group, "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    try:
+        got = 0
+        deadline = time.monotonic() + TIMEOUT
+        while got < 3 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got += 1
+                c.commit(m, asynchronous=False)
+        home = {r["Group"]: r for r in rows(http(cb.console_url, "/")[1], "groups")}
+        assert home[group]["Type"] == "consumer" and home[group]["Members"] == "1" and home[group]["Total lag"] == "1"
+        page = http(cb.console_url, f"/group?id={group}")[1]
+        (member,) = rows(page, "members")
+        assert member["Assignment"] == f"{topic}: 0,1" and member["Epoch"] != "-"
+        lags = {r["Partition"]: r["Lag"] for r in rows(page, "offsets")}
+        assert sorted(lags.values()) == ["0", "1"]
     finally:
         c.close()

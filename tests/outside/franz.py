@@ -24,7 +24,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.outside.results import TestResult
+from tests.outside.results import TestResult, shorten_log
 
 MODULE = "github.com/twmb/franz-go"
 VERSION = os.environ.get("FRANZ_GO_VERSION", "v1.22.3")
@@ -141,5 +141,6 @@ def run_test(binary: Path, name: str, bootstrap: str, timeout: float, log_path: 
             proc.wait()
             code = None
     seconds = time.monotonic() - t0
-    status, detail = _verdict(name, log_path.read_text(errors="replace"), code)
+    status, detail = _verdict(name, shorten_log(log_path), code)
     return TestResult(name, status, round(seconds, 1), detail, str(log_path))
+

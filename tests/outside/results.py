@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 
 @dataclass
@@ -41,3 +42,19 @@ def counts(results: dict[str, TestResult]) -> str:
     skipped = sum(r.status == "skip" for r in results.values())
     failed = len(results) - passed - skipped
     return f"{passed} passed, {failed} failed, {skipped} skipped"
+
+
+def shorten_log(path: Path, keep: int = 4 << 20) -> str:
+    """The log's text; one over 2 x ``keep`` bytes (a failing ETL test can print an error per
+    record: 570 MB once) is cut to its first and last ``keep`` bytes, in the file too."""
+    size = path.stat().st_size
+    if size <= 2 * keep:
+        return path.read_text(errors="replace")
+    with open(path, "rb") as f:
+        head = f.read(keep)
+        f.seek(size - keep)
+        tail = f.read()
+    text = (head.decode(errors="replace") + f"\n... [{size - 2 * keep} bytes cut by tests/outside] ...\n"
+            + tail.decode(errors="replace"))
+    path.write_text(text)
+    return text

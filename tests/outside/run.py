@@ -6,7 +6,8 @@
 
 Each test runs in its own process against a broker started for the suite (a fresh one after a
 broker that died), bounded by ``--timeout`` seconds. Logs go to ``.cache/outside/runs/<stamp>/``,
-the results to ``.cache/outside/results-<suite>.json`` (what the README's table is made from).
+the results to ``.cache/outside/results-<suite>.json`` (``results-franz-records<N>.json`` with
+``--records``), what the README's tables are made from.
 Exit status 1 when a test passes on the reference and not on ours, 2 when the harness failed.
 """
 
@@ -137,6 +138,21 @@ def _merge_results(path: Path, describe: str, work: Path, by_broker: dict[str, d
     path.write_text(json.dumps(data, indent=1))
 
 
+def report() -> str:
+    """The last results of every suite as markdown tables (what the README shows)."""
+    out = []
+    for path in sorted(CACHE.glob("results-*.json")):
+        data = json.loads(path.read_text())["results"]
+        by_broker = {b: {n: TestResult(**{k: v for k, v in r.items() if k in ("name", "status", "seconds", "detail", "log")})
+                         for n, r in data[b].items()} for b in (OURS, REFERENCE) if b in data}
+        names = list(dict.fromkeys(n for rs in sorted(by_broker.values(), key=len, reverse=True) for n in rs))
+        suites = sorted({r["suite"] for rs in data.values() for r in rs.values()})
+        whens = sorted({r["when"] for rs in data.values() for r in rs.values()})
+        out.append(f"{'; '.join(suites)} ({whens[0]} - {whens[-1]})\n\n{table(names, by_broker)}\n\n"
+                   + "\n".join(f"{b}: {counts(rs)}" for b, rs in by_broker.items()))
+    return "\n\n".join(out) or "no results yet"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.outside.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--suite", choices=["franz", "librdkafka", "all"], default="all")
@@ -144,7 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tests", default="", help="comma-separated names from the suite's selection (default: all of it)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per test (franz 600, librdkafka 600)")
     p.add_argument("--records", type=int, default=None, help="franz-go KGO_TEST_RECORDS (default: the suite's 500000)")
+    p.add_argument("--report", action="store_true", help="print the last results (.cache/outside/results-*.json) and exit")
     args = p.parse_args(argv)
+    if args.report:
+        print(report())
+        return 0
     brokers = [OURS, REFERENCE] if args.broker == "both" else [args.broker]
     only = [t.strip() for t in args.tests.split(",") if t.strip()] or None
     suites = []
@@ -168,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
             worse = [n for n in names if by_broker[REFERENCE][n].status == "pass" and by_broker[OURS][n].status != "pass"]
             regressions += len(worse)
             print(f"pass on the reference, not on ours: {', '.join(worse) or 'none'}")
-        out = CACHE / f"results-{suite.name}.json"
+        tag = f"-records{args.records}" if args.records and suite.name == "franz" else ""
+        out = CACHE / f"results-{suite.name}{tag}.json"
         _merge_results(out, suite.describe(), work, by_broker)
         print(f"results: {out}; logs: {work / suite.name}")
     return 1 if regressions else 0
