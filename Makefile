@@ -1,5 +1,6 @@
 # kafka-sidecar: two commands on a fresh machine.
-#   make run    create .venv if missing, install, serve on 127.0.0.1:9092 with data in ./data
+#   make run    create .venv if missing, install, serve on localhost:9092 with data in ./data
+#               (elsewhere: make run LISTEN=localhost:19092 DATA_DIR=/tmp/ks-data)
 #   make test   create/update .venv with dev dependencies and test tools, run the whole suite
 PYTHON ?= python3
 VENV := .venv

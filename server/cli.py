@@ -67,7 +67,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "kafka-sidecar config --show --override log.retention.hours=1 --only-set"),
     "topics": ("list, describe, create, delete topics and alter their configs (as kafka-topics.sh)",
                "kafka-sidecar topics --bootstrap-server 127.0.0.1:9092 --create --topic events --partitions 3"),
-    "groups": ("list and describe consumer groups, reset their offsets (as kafka-consumer-groups.sh)",
+    "groups": ("list and describe consumer (classic, KIP-848) and share groups, reset offsets (as kafka-consumer-groups.sh, kafka-share-groups.sh)",
                "kafka-sidecar groups --bootstrap-server 127.0.0.1:9092 --describe --group billing"),
     "delete-records": ("delete records below offsets (as kafka-delete-records.sh)",
                        "kafka-sidecar delete-records --bootstrap-server 127.0.0.1:9092 --offset-json-file offsets.json"),

@@ -86,8 +86,20 @@ def add_consume_arguments(p: argparse.ArgumentParser) -> None:
                    help="one JSON object per record: topic, partition, offset, timestamp, key, value, headers")
 
 
+CONNECT_WAIT_S = 10.0  # a broker started just before (`serve &` then `produce`) is given this long
+
+
 def _connect(args: argparse.Namespace, client_id: str) -> Broker:
-    return Broker(args.bootstrap_server, client_id=client_id, command_config=command_config(args))
+    """The bootstrap connection; refused connections are retried for CONNECT_WAIT_S, as Kafka's
+    clients retry their bootstrap servers, so a broker still starting is waited for."""
+    deadline = time.monotonic() + CONNECT_WAIT_S
+    while True:
+        try:
+            return Broker(args.bootstrap_server, client_id=client_id, command_config=command_config(args))
+        except ConnectionRefusedError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
 
 
 def _partitions(broker: Broker, topic: str, only: int | None, create: bool = False, producing: bool = False) -> list[int]:

@@ -325,6 +325,10 @@ def test_broker_api_versions(brokers: Brokers) -> None:
         if key not in SUPPORTED_APIS:
             assert text == "UNSUPPORTED", f"{name}({key}): {text} but not in SUPPORTED_APIS"
     assert ours.stderr == ref.stderr == ""
+    # The README's "Works with" row names exactly the APIs the tool shows UNSUPPORTED for us.
+    row = next(line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("| `kafka-broker-api-versions.sh`"))
+    named = {int(k): n for n, k in re.findall(r"(\w+) \((\d+)\)", row.split("`UNSUPPORTED`", 1)[1])}
+    assert named == {key: name for key, (name, text) in lines_ours.items() if text == "UNSUPPORTED"}, row
 
 
 def test_cluster_id(brokers: Brokers) -> None:
