@@ -1,7 +1,8 @@
 # kafka-sidecar as a small container image.
 #
 #   docker build -t kafka-sidecar .
-#   docker run -p 127.0.0.1:9092:9092 -e KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:9092 kafka-sidecar
+#   docker run -p 127.0.0.1:9092:9092 -p 127.0.0.1:8080:8080 -e KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:9092 kafka-sidecar
+#   (the web console on http://127.0.0.1:8080/)
 #
 # Configured like the apache/kafka image, by KAFKA_* environment variables (README: "Running it
 # yourself"): KAFKA_LISTENERS (default PLAINTEXT://:9092, every interface of the container),
@@ -9,7 +10,9 @@
 # wildcard listener advertises 127.0.0.1), KAFKA_LISTENER_SECURITY_PROTOCOL_MAP, KAFKA_LOG_DIRS
 # (default /data, the volume), KAFKA_LOG_SEGMENT_BYTES=..., and so on. CMD passes no --listen or
 # --data-dir, which would win over them. Arguments after the image name replace CMD: keep
-# --metrics-port 9308 there, the healthcheck asks it. Prometheus metrics: :9308/metrics.
+# --metrics-port 9308 there, the healthcheck asks it. Prometheus metrics: :9308/metrics. The web
+# console (read-only; add --console-allow-writes to CMD for its produce and delete forms): :8080,
+# published only with -p 127.0.0.1:8080:8080; with SASL listeners it asks for a SASL user's login.
 # compose/two-listeners.yml: one listener for clients on the host, one for other containers.
 FROM python:3.11-slim
 
@@ -35,7 +38,7 @@ RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home 
 USER sidecar
 WORKDIR /data
 VOLUME ["/data"]
-EXPOSE 9092 9308
+EXPOSE 9092 9308 8080
 
 # Healthy = /readyz answers 200: the logs are loaded and the listeners accept connections. It
 # answers 503 while the logs load, and the endpoint is up before they do. The start period is
@@ -47,5 +50,5 @@ HEALTHCHECK --interval=5s --timeout=3s --start-period=600s --retries=3 \
     CMD ["python", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:9308/readyz', timeout=2)"]
 
 ENTRYPOINT ["kafka-sidecar"]
-# The metrics endpoint on every interface of the container (published only with -p 9308).
-CMD ["serve", "--metrics-port", "9308", "--metrics-host", "0.0.0.0"]
+# The metrics endpoint and the console on every interface of the container (published only with -p).
+CMD ["serve", "--metrics-port", "9308", "--metrics-host", "0.0.0.0", "--console-port", "8080", "--console-host", "0.0.0.0"]

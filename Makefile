@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 DATA_DIR ?= ./data
 LISTEN ?= localhost:9092
 
-.PHONY: run install dev tools reference reference-if-needed test test-fast lint bench conformance conformance-compose crash-test fuzz fuzz-long soak soak-mixed clean
+.PHONY: run install dev tools reference reference-if-needed test test-fast lint bench conformance conformance-compose crash-test fuzz fuzz-long soak soak-mixed outside outside-franz outside-librdkafka clean
 
 # The reference Apache Kafka (broker, tools, Streams, Connect) that tests and benchmarks compare
 # with, assembled from Maven Central into .cache/kafka-$(REFERENCE_KAFKA_VERSION) (needs Java 17+;
@@ -115,6 +115,20 @@ fuzz-long: dev
 SOAK_SECONDS ?= $(if $(filter soak-mixed,$(MAKECMDGOALS)),3600,600)
 soak: dev
 	$(PY) -m tests.soak.soak --seconds $(SOAK_SECONDS)
+
+# Outside client suites (README "Outside suites", tests/outside/README.md): franz-go's kgo integration
+# tests (module zip from the Go module proxy) and librdkafka's test harness (Debian's source package),
+# each test against kafka-sidecar and the reference Kafka, side by side. Long; not in `make test`.
+# OUTSIDE_ARGS passes more options, e.g. OUTSIDE_ARGS="--broker ours --tests TestGroupETL".
+OUTSIDE_ARGS ?=
+outside: dev reference-if-needed
+	$(PY) -m tests.outside.run --suite all $(OUTSIDE_ARGS)
+
+outside-franz: dev reference-if-needed
+	$(PY) -m tests.outside.run --suite franz $(OUTSIDE_ARGS)
+
+outside-librdkafka: dev reference-if-needed
+	$(PY) -m tests.outside.run --suite librdkafka $(OUTSIDE_ARGS)
 
 # Every client kind at once for SOAK_SECONDS (tests/soak/mixed.py): librdkafka, kafka-python, aiokafka and
 # Kafka's Java clients (classic and KIP-848 consumers, a share consumer, the transactional copier),

@@ -21,8 +21,6 @@ _PARTITION_HEAD_V4 = struct.Struct(">ihqq")  # v4 has no log start offset
 _TOP_V7 = struct.Struct(">ihi")  # throttle, error, session id
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
 
-MIN_VERSION = 4
-MAX_VERSION = 17
 FIRST_FLEXIBLE = 12
 FIRST_TOPIC_ID = 13
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from .varint import VarintError, read_uvarint
+
 _SIZE = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _I32 = struct.Struct(">i")
@@ -22,7 +24,6 @@ _HEAD = struct.Struct(">ii")  # size, correlation id (response header v0)
 _FLEXIBLE_HEAD = struct.Struct(">iiB")  # size, correlation id, no tagged fields (response header v1)
 
 API_VERSIONS_KEY = 18
-DEFAULT_MAX_FRAME = 104857600  # socket.request.max.bytes
 
 
 class ProtocolViolation(Exception):
@@ -43,22 +44,6 @@ class RequestHeader(NamedTuple):
     correlation_id: int
     client_id: str | None
     body_offset: int  # where the body starts within the frame payload
-
-
-def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise FrameError("truncated varint in request header")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise FrameError("varint too long in request header")
 
 
 def peek_api(frame: bytes) -> tuple[int, int, int]:
@@ -83,11 +68,14 @@ def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
     if flexible:
         if pos < len(frame) and frame[pos] == 0:  # no tagged fields: the usual header
             return RequestHeader(api_key, api_version, correlation_id, client_id, pos + 1)
-        count, pos = _read_uvarint(frame, pos)
-        for _ in range(count):
-            _tag, pos = _read_uvarint(frame, pos)
-            size, pos = _read_uvarint(frame, pos)
-            pos += size
+        try:
+            count, pos = read_uvarint(frame, pos)
+            for _ in range(count):
+                _tag, pos = read_uvarint(frame, pos)
+                size, pos = read_uvarint(frame, pos)
+                pos += size
+        except VarintError as e:
+            raise FrameError(f"{e} in request header") from None
         if pos > len(frame):
             raise FrameError("tagged fields run past the end of the request header")
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)

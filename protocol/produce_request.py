@@ -21,6 +21,7 @@ import uuid
 from typing import Any
 
 from .records import encode_uvarint as _length
+from .varint import VarintError, read_uvarint
 
 FIRST_FLEXIBLE = 9
 FIRST_TOPIC_ID = 13
@@ -92,41 +93,25 @@ class _Fallback(Exception):
     """Not the plain form: let kio decode it (and say what is wrong, if anything is)."""
 
 
-def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    b = buf[pos] if pos < end else -1
-    if 0 <= b < 0x80:  # the usual one-byte length
-        return b, pos + 1
-    value, shift = 0, 0
-    while True:
-        if pos >= end or shift > 28:
-            raise _Fallback
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
 def decode_produce(version: int, buf: bytes, pos: int) -> ProduceRequest | None:
     """The body of a Produce v9-v13 request at ``pos``, or None to let kio decode it."""
     if not FIRST_FLEXIBLE <= version <= MAX_VERSION:
         return None
     try:
         return _decode(version, buf, pos)
-    except (_Fallback, IndexError, struct.error, UnicodeDecodeError):
+    except (_Fallback, VarintError, IndexError, struct.error, UnicodeDecodeError):
         return None
 
 
 def _decode(version: int, buf: bytes, pos: int) -> ProduceRequest:
-    # Each length is a uvarint, nearly always of one byte: read in line, _uvarint otherwise (a
-    # read past the end raises IndexError: the caller's fallback, as _uvarint's _Fallback).
+    # Each length is a uvarint, nearly always of one byte: read in line, read_uvarint otherwise (a
+    # read past the end raises IndexError: the caller's fallback, as read_uvarint's VarintError).
     end = len(buf)
     n = buf[pos]
     if n < 0x80:
         pos += 1
     else:
-        n, pos = _uvarint(buf, pos, end)
+        n, pos = read_uvarint(buf, pos, end)
     transactional_id = None
     if n:
         stop = pos + n - 1
@@ -142,7 +127,7 @@ def _decode(version: int, buf: bytes, pos: int) -> ProduceRequest:
     if count < 0x80:
         pos += 1
     else:
-        count, pos = _uvarint(buf, pos, end)
+        count, pos = read_uvarint(buf, pos, end)
     if not count:  # a null array: refused, in kio's words
         raise _Fallback
     by_id = version >= FIRST_TOPIC_ID
@@ -161,7 +146,7 @@ def _decode(version: int, buf: bytes, pos: int) -> ProduceRequest:
             if n < 0x80:
                 pos += 1
             else:
-                n, pos = _uvarint(buf, pos, end)
+                n, pos = read_uvarint(buf, pos, end)
             stop = pos + n - 1
             if not n or stop > end:
                 raise _Fallback
@@ -171,7 +156,7 @@ def _decode(version: int, buf: bytes, pos: int) -> ProduceRequest:
         if pcount < 0x80:
             pos += 1
         else:
-            pcount, pos = _uvarint(buf, pos, end)
+            pcount, pos = read_uvarint(buf, pos, end)
         if not pcount:
             raise _Fallback
         partitions = []
@@ -179,7 +164,7 @@ def _decode(version: int, buf: bytes, pos: int) -> ProduceRequest:
             if pos + 4 > end:
                 raise _Fallback
             (index,) = _I32.unpack_from(buf, pos)
-            n, pos = _uvarint(buf, pos + 4, end)
+            n, pos = read_uvarint(buf, pos + 4, end)
             records = None
             if n:
                 stop = pos + n - 1

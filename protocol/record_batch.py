@@ -2,8 +2,8 @@
 
 Only the header is parsed here, with one ``struct`` call per batch, so appending
 and serving data never touches individual records (DESIGN.md, measured facts).
-The full format, records included, is specified with ``construct`` in
-``records.py`` and used where whole batches must be decoded or built.
+The full format, records included, is decoded and built by ``records.py`` (specified with
+``construct`` in tests/record_spec.py).
 """
 
 from __future__ import annotations
@@ -217,3 +217,9 @@ def iter_headers(buf: bytes | bytearray | memoryview, pos: int = 0):
             return
         yield pos, h
         pos += h.size
+
+
+def batch_extents(buf: bytes | bytearray | memoryview) -> list[tuple[int, int, int, int]]:
+    """(base offset, last offset, start, end) of each complete batch in ``buf`` (a fetched
+    slice of a log: what share fetches acquire and filter)."""
+    return [(h.base_offset, h.last_offset, pos, pos + h.size) for pos, h in iter_headers(buf)]

@@ -1,4 +1,4 @@
-"""RecordBatch v2 (magic 2), records included: specified with ``construct``, run by hand.
+"""RecordBatch v2 (magic 2), records included: specified with ``construct`` (in the tests), run by hand.
 
 This is the complete format: for tools, tests, the log cleaner and internal
 topics. The produce/fetch hot paths only read the fixed header with ``struct``
@@ -21,12 +21,12 @@ Record (varint = zigzag LEB128, as protobuf ``sint32``/``sint64``)::
     headerCount varint, headers: [keyLength varint, key utf-8,
                                   valueLength varint (-1 = null), value]
 
-The ``construct`` structures below (``RecordBatchSpec``, ``BatchBodySpec``,
-``RecordsSpec``, ``RecordSpec``) are the readable specification. They parse at a
-few MB/s, so the codec does the same work by hand (``struct`` for the header, an
-inlined varint loop for the records); the unit tests check that both accept and
-reject the same bytes and produce the same objects and bytes
-(``tests/unit/test_records.py``).
+The readable specification is written with ``construct`` in ``tests/record_spec.py``
+(``RecordBatchSpec``, ``BatchBodySpec``, ``RecordsSpec``, ``RecordSpec``; a test
+dependency). It parses at a few MB/s, so the codec does the same work by hand
+(``struct`` for the header, an inlined varint loop for the records); the unit tests
+check that both accept and reject the same bytes and produce the same objects and
+bytes (``tests/unit/test_records.py``).
 
 This is the one record codec of the code base: ``decode_batches`` /
 ``encode_batch`` with ``Record`` objects, and, for readers that want columns
@@ -59,28 +59,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import crc32c
-from construct import (
-    Adapter,
-    Array,
-    Bytes,
-    Const,
-    Construct,
-    ConstructError,
-    If,
-    Int8sb,
-    Int16sb,
-    Int32sb,
-    Int32ub,
-    Int64sb,
-    PascalString,
-    Prefixed,
-    PrefixedArray,
-    RawCopy,
-    Struct,
-    Terminated,
-    this,
-)
-from construct.core import stream_read, stream_write
 
 from . import compression as _compression
 from .record_batch import (
@@ -98,6 +76,7 @@ from .record_batch import (
     CorruptRecordError,
     increment_sequence,
 )
+from .varint import VarintError, read_varint, read_varlong
 
 MAGIC = 2
 CREATE_TIME = 0
@@ -108,120 +87,6 @@ _LENGTH_BEFORE_BODY = 9
 BODY_HEADER_SIZE = BATCH_HEADER_SIZE - LOG_OVERHEAD - _LENGTH_BEFORE_BODY  # 40
 _ATTRIBUTES_POS = BATCH_HEADER_SIZE - BODY_HEADER_SIZE  # 21: where the CRC-32C starts
 _CRC_POS = _ATTRIBUTES_POS - 4
-
-
-# --------------------------------------------------------------------------- spec
-
-
-class _KafkaZigZag(Construct):
-    """Kafka's zigzag varint (5 bytes at most, 32 bits) or varlong (10 bytes, 64 bits).
-
-    Like ``ByteUtils.readVarint`` / ``readVarlong``: a longer encoding is an error, and
-    bits of the last byte beyond 32 / 64 are dropped (Java's shifts drop them). Building
-    refuses values outside int32 / int64.
-    """
-
-    def __init__(self, max_bytes: int, bits: int) -> None:
-        super().__init__()
-        self.max_bytes = max_bytes
-        self.bits = bits
-
-    def _parse(self, stream, context, path):
-        raw = 0
-        for i in range(self.max_bytes):
-            b = stream_read(stream, 1, path)[0]
-            raw |= (b & 0x7F) << (7 * i)
-            if b < 0x80:
-                raw &= (1 << self.bits) - 1
-                return (raw >> 1) ^ -(raw & 1)
-        raise ConstructError(f"varint longer than {self.max_bytes} bytes", path=path)
-
-    def _build(self, obj, stream, context, path):
-        limit = 1 << (self.bits - 1)
-        if not isinstance(obj, int) or not -limit <= obj < limit:
-            raise ConstructError(f"{obj!r} does not fit a {self.bits}-bit varint", path=path)
-        data = _zigzag(obj)
-        stream_write(stream, data, len(data), path)
-        return obj
-
-    def _sizeof(self, context, path):
-        raise ConstructError("varints have no fixed size", path=path)
-
-
-VarInt = _KafkaZigZag(5, 32)
-VarLong = _KafkaZigZag(10, 64)
-
-
-class _NullableBytesAdapter(Adapter):
-    """Varint length (-1 = null) + bytes  <->  ``bytes | None``."""
-
-    def _decode(self, obj, context, path):
-        if obj.length < -1:
-            raise ConstructError(f"invalid nullable bytes length {obj.length}", path=path)
-        return None if obj.length < 0 else obj.data
-
-    def _encode(self, obj, context, path):
-        if obj is None:
-            return {"length": -1, "data": None}
-        obj = bytes(obj)
-        return {"length": len(obj), "data": obj}
-
-
-NullableVarBytes = _NullableBytesAdapter(
-    Struct(
-        "length" / VarInt,
-        "data" / If(this.length >= 0, Bytes(this.length)),
-    )
-)
-
-RecordHeader = Struct(
-    "key" / PascalString(VarInt, "utf8"),  # a negative length is an error
-    "value" / NullableVarBytes,
-)
-
-# One record; the length prefix counts the bytes after itself, and the fields fill it exactly.
-RecordSpec = Prefixed(
-    VarInt,
-    Struct(
-        "attributes" / Int8sb,
-        "timestamp_delta" / VarLong,
-        "offset_delta" / VarInt,
-        "key" / NullableVarBytes,
-        "value" / NullableVarBytes,
-        "headers" / PrefixedArray(VarInt, RecordHeader),  # a negative count is an error
-        Terminated,
-    ),
-)
-
-# The (decompressed) records section: exactly ``count`` records, nothing after.
-# Parse with ``RecordsSpec.parse(data, count=n)``.
-RecordsSpec = Struct(
-    "records" / Array(this._.count, RecordSpec),
-    Terminated,
-)
-
-# Everything the CRC-32C covers: attributes to the end of the batch. ``records``
-# holds the records section as stored (compressed when the codec is not none).
-BatchBodySpec = Struct(
-    "attributes" / Int16sb,
-    "last_offset_delta" / Int32sb,
-    "base_timestamp" / Int64sb,
-    "max_timestamp" / Int64sb,
-    "producer_id" / Int64sb,
-    "producer_epoch" / Int16sb,
-    "base_sequence" / Int32sb,
-    "record_count" / Int32sb,
-    "records" / Bytes(this._.batch_length - _LENGTH_BEFORE_BODY - BODY_HEADER_SIZE),
-)
-
-RecordBatchSpec = Struct(
-    "base_offset" / Int64sb,
-    "batch_length" / Int32sb,
-    "partition_leader_epoch" / Int32sb,
-    "magic" / Const(MAGIC, Int8sb),
-    "crc" / Int32ub,
-    "body" / RawCopy(BatchBodySpec),
-)
 
 
 # ----------------------------------------------------------------------- objects
@@ -312,8 +177,6 @@ _ZZ1 = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))
 _ENC1 = tuple(bytes((v,)) for v in range(0x80))
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_MASK32 = (1 << 32) - 1
-_MASK64 = (1 << 64) - 1
 
 
 _BATCH_LENGTH = struct.Struct(">i")
@@ -361,32 +224,6 @@ def _encode_headers(headers: list[tuple[str, bytes | None]]) -> bytes:
             out += _zigzag(len(hv))
             out += hv
     return bytes(out)
-
-
-def _varint(data: bytes, p: int) -> tuple[int, int]:
-    """(value, next position) of the varint at ``p`` (ByteUtils.readVarint)."""
-    raw = 0
-    for shift in (0, 7, 14, 21, 28):
-        b = data[p]
-        p += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            raw &= _MASK32
-            return (raw >> 1) ^ -(raw & 1), p
-    raise _Malformed("varint longer than 5 bytes")
-
-
-def _varlong(data: bytes, p: int) -> tuple[int, int]:
-    """(value, next position) of the varlong at ``p`` (ByteUtils.readVarlong)."""
-    raw = 0
-    for shift in range(0, 70, 7):
-        b = data[p]
-        p += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            raw &= _MASK64
-            return (raw >> 1) ^ -(raw & 1), p
-    raise _Malformed("varlong longer than 10 bytes")
 
 
 # ------------------------------------------------------------------------ decode
@@ -497,7 +334,7 @@ def decode_records(
             max_ts if attributes & TIMESTAMP_TYPE_MASK else None, base_ts,
             offsets, timestamps, keys, values, headers,
         )  # fmt: skip
-    except (_Malformed, IndexError, UnicodeDecodeError) as e:
+    except (_Malformed, VarintError, IndexError, UnicodeDecodeError) as e:
         added = len(offsets) - n0  # the same in every list: each record is appended to all five
         if added:
             for column in (offsets, timestamps, keys, values, headers):
@@ -528,7 +365,7 @@ def _decode_records(
     group coordinator's loader come here through ``decode_records``).
 
     Raises _Malformed, IndexError (ran off the data) or UnicodeDecodeError (header key).
-    Each varint is read inline when it has one or two bytes, by ``_varint`` otherwise.
+    Each varint is read inline when it has one or two bytes, by ``read_varint`` otherwise.
     """
     zz = _ZZ1
     for i in range(count):
@@ -542,7 +379,7 @@ def _decode_records(
             length = (v >> 1) ^ -(v & 1)
             p += 2
         else:
-            length, p = _varint(data, p)
+            length, p = read_varint(data, p)
         rend = p + length
         if length < 0 or rend > end:
             raise _Malformed(f"record {i} declares length {length}, {end - p} bytes remain")
@@ -556,7 +393,7 @@ def _decode_records(
             ts_delta = (v >> 1) ^ -(v & 1)
             p += 3
         else:
-            ts_delta, p = _varlong(data, p + 1)
+            ts_delta, p = read_varlong(data, p + 1)
         # offsetDelta
         b = data[p]
         if b < 0x80:
@@ -567,7 +404,7 @@ def _decode_records(
             off_delta = (v >> 1) ^ -(v & 1)
             p += 2
         else:
-            off_delta, p = _varint(data, p)
+            off_delta, p = read_varint(data, p)
         # key
         b = data[p]
         if b < 0x80:
@@ -578,7 +415,7 @@ def _decode_records(
             n = (v >> 1) ^ -(v & 1)
             p += 2
         else:
-            n, p = _varint(data, p)
+            n, p = read_varint(data, p)
         if n >= 0:
             if n > rend - p:
                 raise _Malformed(f"record {i}: key length {n} overruns the record")
@@ -598,7 +435,7 @@ def _decode_records(
             n = (v >> 1) ^ -(v & 1)
             p += 2
         else:
-            n, p = _varint(data, p)
+            n, p = read_varint(data, p)
         if n >= 0:
             if n > rend - p:
                 raise _Malformed(f"record {i}: value length {n} overruns the record")
@@ -618,7 +455,7 @@ def _decode_records(
                 n = zz[b]
                 p += 1
             else:
-                n, p = _varint(data, p)
+                n, p = read_varint(data, p)
             if n < 0:
                 raise _Malformed(f"record {i}: invalid header count {n}")
             headers = _decode_headers(data, p, rend, n, i)
@@ -647,7 +484,7 @@ def _decode_headers(data: bytes, p: int, rend: int, count: int, i: int) -> list:
             n = _ZZ1[b]
             p += 1
         else:
-            n, p = _varint(data, p)
+            n, p = read_varint(data, p)
         if n < 0 or n > rend - p:
             raise _Malformed(f"record {i}: invalid header key length {n}")
         hkey = str(data[p : p + n], "utf-8")
@@ -657,7 +494,7 @@ def _decode_headers(data: bytes, p: int, rend: int, count: int, i: int) -> list:
             n = _ZZ1[b]
             p += 1
         else:
-            n, p = _varint(data, p)
+            n, p = read_varint(data, p)
         if n >= 0:
             if n > rend - p:
                 raise _Malformed(f"record {i}: header value length {n} overruns the record")

@@ -30,6 +30,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from .varint import read_uvarint
+
 _FIXED_SIZES = {
     "bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "float64": 8,
     "uuid": 16, "timedelta_i32": 4, "timedelta_i64": 8, "datetime_i64": 8, "error_code": 2,
@@ -80,21 +82,6 @@ def plan_for(cls: type) -> Plan:
     return plan
 
 
-def _uvarint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= end:
-            raise ValueError("varint runs past the end of the request")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ValueError("varint longer than 5 bytes")
-
-
 def _null(name: str) -> ValueError:
     return ValueError(f"non-nullable field {name} was serialized as null")
 
@@ -113,12 +100,12 @@ _I32 = struct.Struct(">i").unpack_from
 
 def _tags(plan: Plan, buf: bytes | memoryview, pos: int, end: int) -> int:
     """The tagged-field section (when it is not empty): known tags are checked in their bounds."""
-    count, pos = _uvarint(buf, pos, end)
+    count, pos = read_uvarint(buf, pos, end)
     if count > end - pos:
         raise ValueError(f"{count} tagged fields but only {end - pos} bytes remain")
     for _ in range(count):
-        tag, pos = _uvarint(buf, pos, end)
-        size, pos = _uvarint(buf, pos, end)
+        tag, pos = read_uvarint(buf, pos, end)
+        size, pos = read_uvarint(buf, pos, end)
         if size > end - pos:
             raise ValueError(f"tagged field {tag} of {size} bytes runs past the end of the request")
         op = plan.tags.get(tag)
@@ -136,7 +123,7 @@ def _tags(plan: Plan, buf: bytes | memoryview, pos: int, end: int) -> int:
 class _Gen:
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.env: dict[str, Any] = {"_uv": _uvarint, "_null": _null, "_too_many": _too_many, "_past_end": _past_end,
+        self.env: dict[str, Any] = {"_uv": read_uvarint, "_null": _null, "_too_many": _too_many, "_past_end": _past_end,
                                     "_I16": _I16, "_I32": _I32, "_tags": _tags}
         self.n = 0
 

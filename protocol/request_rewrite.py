@@ -33,9 +33,9 @@ from .request_check import (
     STRING16,
     STRUCT,
     Plan,
-    _uvarint,
     plan_for,
 )
+from .varint import read_uvarint
 
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
@@ -85,7 +85,7 @@ def _copy_op(op: tuple[Any, ...], buf: Any, pos: int, end: int, out: bytearray, 
         return pos + op[1]
     if kind == COMPACT_BYTES:
         start = pos
-        n, pos = _uvarint(buf, pos, end)
+        n, pos = read_uvarint(buf, pos, end)
         length = max(n - 1, 0)
         out += buf[start : pos + length]
         return pos + length
@@ -105,7 +105,7 @@ def _copy_op(op: tuple[Any, ...], buf: Any, pos: int, end: int, out: bytearray, 
     # arrays
     if kind == COMPACT_ARRAY:
         start = pos
-        n, pos = _uvarint(buf, pos, end)
+        n, pos = read_uvarint(buf, pos, end)
         n -= 1
     else:
         assert kind == ARRAY32
@@ -123,11 +123,11 @@ def _copy_struct(plan: Plan, buf: Any, pos: int, end: int, out: bytearray, ctx: 
         pos = _copy_op(op, buf, pos, end, out, ctx)
     if not plan.flexible:
         return pos
-    count, pos = _uvarint(buf, pos, end)
+    count, pos = read_uvarint(buf, pos, end)
     kept: list[tuple[int, bytes]] = []
     for _ in range(count):
-        tag, pos = _uvarint(buf, pos, end)
-        size, pos = _uvarint(buf, pos, end)
+        tag, pos = read_uvarint(buf, pos, end)
+        size, pos = read_uvarint(buf, pos, end)
         op = plan.tags.get(tag)
         if op is not None:
             value = bytearray()

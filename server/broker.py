@@ -18,11 +18,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kafka_sidecar.storage.dynamic_broker_config import DynamicBrokerConfig
 from kafka_sidecar.storage.log_manager import CleanerConfig, DataDirError, LogManager
 from kafka_sidecar.storage.log_segment import follow_open_file_limit
+from kafka_sidecar.storage.producer_id_manager import ProducerIdManager
 
 from .config import BrokerConfig
 from .connection import Connection, admit
+from .coordinator.clock import SYSTEM_CLOCK, Clock
+from .fetch_session import FetchManager, FetchSessionCache
 from .group_configs import group_config_manager
 from .groups.coordinator import GroupCoordinator
 from .listeners import Endpoint, ListenerError, advertised_host_for, start_listener
@@ -70,6 +74,7 @@ class Broker:
         self.metrics = Metrics()
         self.ready = False  # /readyz: logs loaded and listeners accepting
         self.state = "starting"
+        self.started_at: float | None = None  # time.time() when ready (the console's uptime)
         self.node_id = NODE_ID
         self.log_manager = LogManager(self.data_dir, config.log_defaults(), CleanerConfig(
             enabled=config.get("log.cleaner.enable"),
@@ -80,6 +85,12 @@ class Broker:
             io_buffer_size=config.get("log.cleaner.io.buffer.size"),
             max_io_bytes_per_second=config.get("log.cleaner.io.max.bytes.per.second"),
         ), recovery_threads=config.get("num.recovery.threads.per.data.dir"))
+        # The topics (Kafka's metadata image): names, ids, partition counts, config overrides.
+        self.metadata = self.log_manager.metadata
+        # Dynamic broker configs (AlterConfigs on BROKER resources); they reconfigure the logs' defaults.
+        self.dynamic_config = DynamicBrokerConfig(self.data_dir, config.log_defaults(), self.log_manager.reconfigure_default_log_config)
+        # Producer ids (InitProducerId, the transaction coordinator), never reused across restarts.
+        self.producer_ids = ProducerIdManager(self.data_dir, self.log_manager.highest_producer_id)
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="storage")
         self._server: asyncio.base_events.Server | None = None
         self._listener_servers: list[asyncio.base_events.Server] = []
@@ -88,7 +99,10 @@ class Broker:
         self.max_request_size: int = config.get("socket.request.max.bytes")
         # Every append, flush and read of a partition on behalf of the server (server/replica_manager.py).
         self.replica_manager = ReplicaManager(self.log_manager, self.metrics, self.executor)
-        self._producer_id_lock = asyncio.Lock()
+        # Incremental fetch sessions (KIP-227, server/fetch_session.py), in memory as in Kafka.
+        self.fetch_manager = FetchManager(FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots")))
+        # The time the coordinators read and their timers run on (a ManualClock in tests).
+        self.clock: Clock = SYSTEM_CLOCK
         # Consumer groups and committed offsets (server/groups), stored in __consumer_offsets.
         self.group_coordinator = GroupCoordinator(self)
         # Transactions (server/transactions), stored in __transaction_state.
@@ -103,14 +117,15 @@ class Broker:
         self.connection_quotas = ConnectionQuotas(self.connection_setting, lambda: self.client_quotas.store.quotas)
         self._throttled_sockets: set[asyncio.BaseTransport] = set()  # closed after their throttle time
 
+    def _load_data_dir(self) -> None:
+        """Lock the data dir, read the dynamic broker configs (the logs' defaults), load the logs."""
+        self.log_manager.lock_data_dir()
+        self.log_manager.broker_log_defaults = self.dynamic_config.load()
+        self.log_manager.startup()
+
     @property
     def cluster_id(self) -> str:
         return self.log_manager.cluster_id
-
-    @property
-    def advertised_host(self) -> str:
-        """The host clients of the first listener are told to connect to."""
-        return self.endpoint_for(self.listeners[0].name)[0]
 
     def endpoint_for(self, listener: str | None) -> tuple[str, int]:
         """(host, port) to advertise to a client connected through ``listener`` (Kafka answers
@@ -158,7 +173,7 @@ class Broker:
         self.state = "loading logs"
         watcher = asyncio.create_task(self._watch_loading(partitions))
         try:
-            await self.run_blocking(self.log_manager.startup)
+            await self.run_blocking(self._load_data_dir)
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
@@ -202,6 +217,7 @@ class Broker:
             self.transaction_coordinator.periodic_expiration,
         )))
         self.state = "ready"
+        self.started_at = time.time()
         self.ready = True
 
     async def stop(self) -> None:
@@ -229,7 +245,7 @@ class Broker:
     def connection_setting(self, name: str) -> Any:
         """A connection limit in force: this broker's dynamic config, the cluster-wide dynamic
         default, else the static one (Kafka's DynamicConnectionQuota reconfigures them live)."""
-        dynamic = self.log_manager.dynamic_broker_configs
+        dynamic = self.dynamic_config.configs
         for scope in (str(self.node_id), ""):
             value = dynamic.get(scope, {}).get(name)
             if value is not None:

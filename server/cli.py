@@ -31,6 +31,7 @@ from .listeners import (
     resolve_listeners,
 )
 from .logging_setup import LOG_FORMATS, setup_logging
+from .preflight import data_dir_problem, listener_problem
 
 log = logging.getLogger("kafka_sidecar")
 
@@ -70,6 +71,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "kafka-sidecar groups --bootstrap-server 127.0.0.1:9092 --describe --group billing"),
     "delete-records": ("delete records below offsets (as kafka-delete-records.sh)",
                        "kafka-sidecar delete-records --bootstrap-server 127.0.0.1:9092 --offset-json-file offsets.json"),
+    "doctor": ("check a data dir, config and listeners before serving: one ok/problem line each",
+               "kafka-sidecar doctor --data-dir ./data --listen localhost:9092 --config server.properties"),
     "dump-log": ("decode log segments, indexes and snapshots offline (as kafka-dump-log.sh), --verify them",
                  "kafka-sidecar dump-log --deep-iteration --print-data-log --files data/events-0/00000000000000000000.log"),
 }
@@ -119,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--metrics-port", type=parse_port, default=None, metavar="PORT",
                        help="serve Prometheus /metrics, /healthz and /readyz on this port (0 picks a free one; printed)")
     serve.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address of the metrics endpoint (default 127.0.0.1)")
+    serve.add_argument("--console-port", type=parse_port, default=None, metavar="PORT",
+                       help="serve the web console on this port (0 picks a free one; the URL is on the ready line); off by default")
+    serve.add_argument("--console-host", default="127.0.0.1", metavar="HOST", help="address of the web console (default 127.0.0.1)")
+    serve.add_argument("--console-allow-writes", action="store_true",
+                       help="let the console produce records and delete records (as the logged-in principal, within its ACLs)")
 
     console.add_produce_arguments(_command(sub, "produce"))
     console.add_consume_arguments(_command(sub, "consume"))
@@ -135,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--command-config", type=Path, default=None, metavar="FILE",
                     help="client properties (security.protocol, ssl.*, sasl.*), as Kafka's tools take them")
 
+    _add_config_args(_command(sub, "doctor"))
     topics.add_arguments(_command(sub, "topics"))
     groups.add_arguments(_command(sub, "groups"))
     dump_log.add_arguments(_command(sub, "dump-log"))
@@ -169,7 +178,7 @@ def apply_cli_settings(config: BrokerConfig, args: argparse.Namespace) -> tuple[
     return data_dir, settings
 
 
-def _ready_line(broker, data_dir: Path) -> str:
+def _ready_line(broker, data_dir: Path, console=None) -> str:
     """``kafka-sidecar listening on HOST:PORT (...)``: where each listener accepts (a wildcard
     shown as loopback); with several listeners each is followed by ``[NAME]``."""
     elapsed = (time.monotonic() - _PROCESS_START) * 1000
@@ -177,7 +186,8 @@ def _ready_line(broker, data_dir: Path) -> str:
     for ep in broker.listeners:
         where = f"{bracket(advertised_host_for(ep.host))}:{broker.bound_ports.get(ep.name, ep.port)}"
         parts.append(where if len(broker.listeners) == 1 else f"{where} [{ep.name}]")
-    return f"kafka-sidecar listening on {', '.join(parts)} (data dir {data_dir}, cluster id {broker.cluster_id}, ready in {elapsed:.0f} ms)"
+    line = f"kafka-sidecar listening on {', '.join(parts)} (data dir {data_dir}, cluster id {broker.cluster_id}, ready in {elapsed:.0f} ms)"
+    return f"{line}; console on {console.url}" if console is not None else line
 
 
 async def _serve(args: argparse.Namespace) -> int:
@@ -186,6 +196,12 @@ async def _serve(args: argparse.Namespace) -> int:
 
     config = load_config(args.config, args.override)
     data_dir, listeners = apply_cli_settings(config, args)
+    # Before anything is created: a taken port or an unusable data dir is one line, and leaves
+    # no half-initialised data dir behind.
+    problem = data_dir_problem(data_dir) or next(filter(None, map(listener_problem, listeners.listeners)), None)
+    if problem:
+        sys.stderr.write(f"kafka-sidecar: error: {problem}\n")
+        return 2
     broker = Broker(config, data_dir, listeners=listeners.listeners, advertised=listeners.advertised)
     metrics_server = None
     if args.metrics_port is not None:
@@ -197,6 +213,21 @@ async def _serve(args: argparse.Namespace) -> int:
             sys.stderr.write(f"kafka-sidecar: error: cannot serve metrics on {bracket(args.metrics_host)}:{args.metrics_port}: {e.strerror or e}\n")
             return 2
         print(f"kafka-sidecar metrics on http://{bracket(args.metrics_host)}:{metrics_server.port}/metrics", flush=True)
+    console = None
+    if args.console_port is not None:
+        # Loaded only when asked for (with the console off nothing of it is imported), and up
+        # before the logs load: a taken port or a broker it cannot log users in to stops the start
+        # here; meanwhile its pages say the broker is starting.
+        from .console.server import ConsoleError, ConsoleServer
+
+        console = ConsoleServer(broker, args.console_host, args.console_port, allow_writes=args.console_allow_writes)
+        try:
+            await console.start()
+        except ConsoleError as e:
+            sys.stderr.write(f"kafka-sidecar: error: --console-port: {e}\n")
+            if metrics_server is not None:
+                await metrics_server.stop()
+            return 2
     try:
         try:
             await broker.start()
@@ -212,13 +243,15 @@ async def _serve(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        print(_ready_line(broker, data_dir), flush=True)
+        print(_ready_line(broker, data_dir, console), flush=True)
         await stop.wait()
         log.info("shutting down")
         await broker.stop()
         log.info("stopped cleanly")
         return 0
     finally:
+        if console is not None:
+            await console.stop()
         if metrics_server is not None:
             await metrics_server.stop()
 
@@ -275,6 +308,10 @@ def main(argv: list[str] | None = None) -> int:
             return config_show.show(config, args)
         if args.command == "delete-records":
             return _delete_records(args)
+        if args.command == "doctor":
+            from .tools import doctor
+
+            return doctor.run(args, apply_cli_settings, sys.stdout)
         if args.command in ("produce", "consume"):
             from kafka_sidecar.client import KafkaClientError
 

@@ -175,6 +175,9 @@ BROKER_CONFIGS["connection.failed.authentication.delay.ms"] = ConfigDef(
 # Client quotas (server/quotas): Kafka's QuotaConfig names, types and defaults.
 BROKER_CONFIGS["quota.window.num"] = ConfigDef("quota.window.num", "int", 11, at_least=1)
 BROKER_CONFIGS["quota.window.size.seconds"] = ConfigDef("quota.window.size.seconds", "int", 1, at_least=1)
+# Incremental fetch sessions (server/fetch_session.py): ServerConfigs' name, default and bound.
+BROKER_CONFIGS["max.incremental.fetch.session.cache.slots"] = ConfigDef(
+    "max.incremental.fetch.session.cache.slots", "int", 1000, at_least=0)
 
 
 @dataclass(frozen=True)
@@ -230,26 +233,85 @@ _TOPIC_BY_SYNONYM: dict[str, ConfigDef] = {c.broker_synonym: c for c in TOPIC_CO
 # has at least -1): any negative value means unlimited (KafkaConfig.logRetentionTimeMillis).
 _TOPIC_BY_SYNONYM["log.retention.ms"] = dataclasses.replace(_TOPIC_BY_SYNONYM["log.retention.ms"], at_least=None)
 
+_WS = " \t\f"  # what Java's Properties counts as whitespace
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Java .properties subset: ``key=value`` or ``key: value``, ``#``/``!`` comments, ``\\`` continuations."""
-    props: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.strip()
-        pending = ""
+
+def _logical_lines(text: str):
+    """Java's LineReader: natural lines joined where one ends in an odd number of backslashes
+    (the next line's leading whitespace dropped); blank and comment lines skipped (a comment
+    line is never continued)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip(_WS)
+        i += 1
         if not line or line[0] in "#!":
             continue
-        if line.endswith("\\"):
-            pending = line[:-1]
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1 and i < len(lines):
+            line = line[:-1] + lines[i].lstrip(_WS)
+            i += 1
+        if (len(line) - len(line.rstrip("\\"))) % 2 == 1:  # continued past the end of the file
+            line = line[:-1]
+        yield line
+
+
+def _unescape(text: str, line: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        i += 1
+        if c != "\\" or i == len(text):
+            out.append(c)
             continue
-        for i, ch in enumerate(line):
-            if ch in "=:":
-                props[line[:i].strip()] = line[i + 1 :].strip()
-                break
+        c = text[i]
+        i += 1
+        if c == "u":
+            digits = text[i:i + 4]
+            if len(digits) < 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                raise ValueError(f"Malformed \\uxxxx encoding in {line!r}")
+            out.append(chr(int(digits, 16)))
+            i += 4
         else:
-            props[line] = ""
+            out.append(_ESCAPES.get(c, c))
+    return "".join(out)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java's ``Properties.load``: the key ends at the first unescaped ``=``, ``:`` or whitespace
+    (whitespace around one ``=``/``:`` is the separator too, so ``num.partitions 3`` works);
+    ``#``/``!`` comment lines; a trailing ``\\`` continues a line; ``\\uXXXX`` and ``\\t``-style
+    escapes. ``text`` is the file decoded as ISO-8859-1, as Java reads an InputStream. Trailing
+    whitespace of a value is dropped (Kafka's ConfigDef trims every value it parses).
+    ValueError on a malformed ``\\u`` escape, as Java throws IllegalArgumentException."""
+    props: dict[str, str] = {}
+    for line in _logical_lines(text):
+        i, n = 0, len(line)
+        while i < n:
+            c = line[i]
+            if c == "\\":
+                i += 2
+                continue
+            if c in "=:" or c in _WS:
+                break
+            i += 1
+        key_end = min(i, n)
+        j = key_end
+        while j < n and line[j] in _WS:
+            j += 1
+        if j < n and line[j] in "=:" :
+            j += 1
+            while j < n and line[j] in _WS:
+                j += 1
+        props[_unescape(line[:key_end], line)] = _unescape(line[j:], line).rstrip(_WS)
     return props
+
+
+def read_properties_file(path: Path) -> dict[str, str]:
+    """A properties file as Kafka's ``Utils.loadProps`` reads it: bytes as ISO-8859-1 (non-ASCII
+    characters written as ``\\uXXXX``), then ``Properties.load``."""
+    return parse_properties(Path(path).read_bytes().decode("iso-8859-1"))
 
 
 # The apache/kafka image's environment convention (docker/resources/common-scripts:
@@ -305,6 +367,14 @@ def known_config_names() -> list[str]:
     return sorted(set(BROKER_CONFIGS) | set(_TOPIC_BY_SYNONYM))
 
 
+def did_you_mean(name: str) -> str | None:
+    """The known config name closest to an unknown one, if it is a near miss (a typo)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, known_config_names(), n=1, cutoff=0.9)
+    return close[0] if close else None
+
+
 @dataclass
 class BrokerConfig:
     """Effective broker config with the source of each value."""
@@ -338,9 +408,14 @@ class BrokerConfig:
             cfg.originals[name] = raw
             cdef = definition(name)
             if cdef is None:
+                near = did_you_mean(name)
+                if source == "--override" and near:
+                    # A typed flag one letter off a known name is a typo, not a plugin's config.
+                    raise ConfigError(f"unknown config {name} in --override; did you mean {near}?")
                 if name not in cfg.unknown:
                     cfg.unknown.append(name)
-                    log.warning("ignoring unknown config %s (from %s)", name, source)
+                    log.warning("ignoring unknown config %s (from %s)%s", name, source,
+                                f"; did you mean {near}?" if near else "")
                 continue
             try:
                 # Parse under the name the user wrote, so errors name their key.
@@ -512,10 +587,10 @@ def load_config(config_file: Path | None, overrides: list[str], environ: Mapping
     props: dict[str, str] = {}
     if config_file is not None:
         try:
-            props = parse_properties(Path(config_file).read_text())
+            props = read_properties_file(Path(config_file))
         except OSError as e:
             raise ConfigError(f"cannot read config file {config_file}: {e.strerror}") from None
-        except UnicodeDecodeError as e:
+        except ValueError as e:
             raise ConfigError(f"cannot read config file {config_file}: {e}") from None
     return BrokerConfig.load(
         props, parse_overrides(overrides),

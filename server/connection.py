@@ -40,6 +40,7 @@ import socket
 import ssl
 import struct
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol.connection import (
@@ -266,6 +267,8 @@ class Connection:
         self._last_active = time.monotonic()
         self._busy = False  # a request is being handled
         self._idle_timer: asyncio.TimerHandle | None = None
+        # Run once when the connection ends, by name (server/share: the share sessions it owns).
+        self.close_callbacks: dict[str, Callable[[], None]] = {}
         if self._idle_s is not None:
             self._idle_timer = asyncio.get_running_loop().call_later(self._idle_s, self._check_idle)
 
@@ -414,6 +417,12 @@ class Connection:
         finally:
             channel.close()
             self.close()
+            callbacks, self.close_callbacks = self.close_callbacks, {}
+            for name, callback in callbacks.items():
+                try:
+                    callback()
+                except Exception:
+                    log.exception("connection from %s: close callback %s failed", self.peer, name)
 
     async def _throttled(self) -> None:
         """KIP-219: after a throttled answer is sent the channel is muted until the throttle

@@ -48,6 +48,7 @@ from .apis import (
     sasl,
     scram,
     share,
+    streams_groups,
     telemetry,
     topics,
     transactions,
@@ -142,6 +143,9 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         # Consumer groups, KIP-848 protocol (server/apis/consumer_groups.py): Kafka 4.3's version ranges.
         ApiSpec(68, "ConsumerGroupHeartbeat", 0, 1, consumer_groups.handle_consumer_group_heartbeat, coordinator_write=True),
         ApiSpec(69, "ConsumerGroupDescribe", 0, 1, consumer_groups.handle_consumer_group_describe),
+        # Streams groups, KIP-1071 (server/apis/streams_groups.py): Kafka 4.3's version ranges.
+        ApiSpec(88, "StreamsGroupHeartbeat", 0, 0, streams_groups.handle_streams_group_heartbeat, coordinator_write=True),
+        ApiSpec(89, "StreamsGroupDescribe", 0, 0, streams_groups.handle_streams_group_describe),
         # Kafka's tools (issue 11): Kafka 4.3's version ranges.
         ApiSpec(35, "DescribeLogDirs", 1, 5, log_dirs.handle_describe_log_dirs),
         ApiSpec(37, "CreatePartitions", 0, 3, topics.handle_create_partitions),

@@ -23,7 +23,8 @@ behaviour clients would then expect from us:
   to a protocol we do not run (Kafka 4.3 finalizes 2).
 - kraft.version 0-0: one static voter, no dynamic quorum (AddRaftVoter & co. are not served).
 - eligible.leader.replicas.version 0-0: no ELR (KIP-966) semantics; one broker has no ELR anyway.
-- streams.version 0-0: no streams groups (KIP-1071, StreamsGroupHeartbeat is not served).
+- streams.version 0-1, finalized 1 (KIP-1071, server/groups/streams_*.py). At 0 the streams
+  APIs stay listed and StreamsGroupHeartbeat is answered UNSUPPORTED_VERSION.
 
 Kept in ``sidecar-features.json`` (+ ``.bak``), like the other broker metadata of the data dir:
 the finalized levels that differ from the defaults, and the finalized-features epoch.
@@ -68,6 +69,11 @@ class FeatureSpec:
     default_level: int  # finalized on a new data dir
 
 
+# The order of Kafka 4.3.1's finalized features in ApiVersions (its finalized map's, not the
+# supported features' HashMap order).
+_FINALIZED_ORDER = ("group.version", "streams.version", "transaction.version", "eligible.leader.replicas.version",
+                    "share.version", "kraft.version")
+
 # Kafka 4.3.1's production features, in the order Kafka's Feature enum and MetadataVersion list them.
 FEATURES: dict[str, FeatureSpec] = {f.name: f for f in [
     FeatureSpec(METADATA_VERSION, 7, 30, 30),
@@ -76,7 +82,7 @@ FEATURES: dict[str, FeatureSpec] = {f.name: f for f in [
     FeatureSpec("group.version", 1, 1, 1),
     FeatureSpec("eligible.leader.replicas.version", 0, 0, 0),
     FeatureSpec(SHARE_VERSION, 0, 1, 1),
-    FeatureSpec("streams.version", 0, 0, 0),
+    FeatureSpec("streams.version", 0, 1, 1),
 ]}
 
 def java_hash_order(names: list[str]) -> list[str]:
@@ -160,8 +166,9 @@ class FeatureControl:
                 for n in java_hash_order(list(FEATURES))]
 
     def finalized_features(self) -> list[dict[str, Any]]:
-        """ApiVersions' finalized_features: level-0 features left out, metadata.version last (as Kafka)."""
-        others = [n for n in java_hash_order(list(FEATURES)) if n != METADATA_VERSION and self._levels[n] > 0]
+        """ApiVersions' finalized_features: level-0 features left out, metadata.version last, the
+        others in the order Kafka 4.3.1 answers them (tests/data/kafka-4.3.1/api-versions.json)."""
+        others = [n for n in _FINALIZED_ORDER if self._levels[n] > 0]
         return [{"name": n, "min_version_level": self._levels[n], "max_version_level": self._levels[n]}
                 for n in [*others, METADATA_VERSION]]
 

@@ -30,7 +30,6 @@ shutting down).
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import logging
 import weakref
@@ -47,7 +46,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from .listeners import bind_sockets, bracket
+from .http import HttpRequest, HttpResponse, HttpServer
 from .quotas.metrics import ClientQuotaCollector
 from .share.metrics import ShareGroupCollector
 from .telemetry.manager import ClientTelemetryCollector
@@ -156,9 +155,11 @@ class Metrics:
         self.bytes_in[topic] += nbytes
         self.messages_in[topic] += records
 
-    def record_fetch(self, conn: Any, request_topics: Any, topics: Any) -> None:
-        """After a Fetch: bytes sent per topic, and records consumed per topic (how far each
-        partition's fetch position moved since this connection's previous fetch of it)."""
+    def record_fetch(self, conn: Any, topics: Any, requested: Any) -> None:
+        """After a Fetch: bytes sent per topic (``topics``: the answer's), and records consumed per
+        topic: how far the fetch position of each partition the request named (``requested``:
+        objects with topic, partition, fetch_offset) moved since this connection's previous fetch
+        of it. An incremental fetch names only the partitions whose position changed."""
         try:
             positions = self._positions.get(conn)
             if positions is None:
@@ -168,11 +169,12 @@ class Metrics:
         stats = self.apis.get("Fetch")
         if stats is None:
             stats = self.apis["Fetch"] = _ApiStats()
-        for rt, ft in zip(request_topics, topics, strict=False):
+        bytes_out = self.bytes_out
+        for ft in topics:
             name = ft.name
             if not name:
                 continue
-            for rp, fp in zip(rt.partitions, ft.partitions, strict=False):
+            for fp in ft.partitions:
                 if fp.error_code:
                     stats.errors[fp.error_code] += 1
                     continue
@@ -180,13 +182,17 @@ class Metrics:
                 if records is not None:
                     size = len(records) if records.__class__ in (bytes, bytearray) else records.size
                     if size:
-                        self.bytes_out[name] += size
-                key = (name, fp.index)
-                offset = rp.fetch_offset
-                prev = positions.get(key)
-                if prev is not None and offset > prev:
-                    self.messages_out[name] += offset - prev
-                positions[key] = offset
+                        bytes_out[name] += size
+        for rp in requested:
+            name = rp.topic
+            if not name:
+                continue
+            key = (name, rp.partition)
+            offset = rp.fetch_offset
+            prev = positions.get(key)
+            if prev is not None and offset > prev:
+                self.messages_out[name] += offset - prev
+            positions[key] = offset
 
     # ---- background rounds ------------------------------------------------------------------
 
@@ -279,6 +285,23 @@ class SidecarCollector:
         pc.add_metric([], count)
         yield pc
 
+        # -- incremental fetch sessions (Kafka's kafka.server:type=FetchSessionCache)
+        fetch_manager = getattr(b, "fetch_manager", None)
+        if fetch_manager is not None:
+            cache = fetch_manager.cache
+            for name, doc, value in (
+                ("kafka_server_fetchsessioncache_numincrementalfetchsessions", "Incremental fetch sessions in the cache", len(cache)),
+                ("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached", "Partitions of the cached fetch sessions",
+                 cache.total_partitions),
+            ):
+                g = GaugeMetricFamily(name, doc)
+                g.add_metric([], value)
+                yield g
+            ev = CounterMetricFamily("kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+                                     "Fetch sessions evicted to make room for new ones")
+            ev.add_metric([], cache.evictions)
+            yield ev
+
         # -- cleaner and retention
         cleaner = getattr(lm, "cleaner", None)
         rounds = CounterMetricFamily("kafka_log_logcleaner_cleanings", "Logs cleaned (compaction rounds that cleaned a log)")
@@ -342,43 +365,34 @@ def make_registry(broker: Broker) -> CollectorRegistry:
     return registry
 
 
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 400: "Bad Request", 503: "Service Unavailable"}
-
-
 class MetricsServer:
-    """A tiny HTTP/1.1 server on the broker's loop: /metrics, /healthz, /readyz."""
+    """/metrics, /healthz, /readyz over the shared small HTTP server (server/http.py)."""
 
     def __init__(self, broker: Broker, host: str, port: int) -> None:
         self.broker = broker
-        self.host = host
-        self.port = port
         self.registry = make_registry(broker)
-        self._servers: list[asyncio.base_events.Server] = []
+        self._http = HttpServer(self._serve, host, port, name="metrics")
+
+    @property
+    def host(self) -> str:
+        return self._http.host
+
+    @property
+    def port(self) -> int:
+        return self._http.port
 
     @property
     def url(self) -> str:
-        return f"http://{bracket(self.host or '0.0.0.0')}:{self.port}"
+        return self._http.url
 
     async def start(self) -> None:
-        socks = bind_sockets(self.host, self.port)
-        try:
-            for s in socks:
-                self._servers.append(await asyncio.start_server(self._handle, sock=s, limit=16384))
-        except BaseException:
-            for s in socks:
-                s.close()
-            raise
-        self.port = socks[0].getsockname()[1]
+        await self._http.start()
 
     async def stop(self) -> None:
-        for s in self._servers:
-            s.close()
-        for s in self._servers:
-            try:
-                await asyncio.wait_for(s.wait_closed(), 1)
-            except (TimeoutError, Exception):
-                pass
-        self._servers.clear()
+        await self._http.stop()
+
+    async def _serve(self, request: HttpRequest) -> HttpResponse:
+        return HttpResponse(*self._answer(request.path))
 
     def _answer(self, path: str) -> tuple[int, str, bytes]:
         b = self.broker
@@ -393,32 +407,3 @@ class MetricsServer:
         if path == "/":
             return 200, "text/plain; charset=utf-8", b"kafka-sidecar: /metrics /healthz /readyz\n"
         return 404, "text/plain; charset=utf-8", b"not found\n"
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
-                return
-            request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
-            parts = request_line.split(" ")
-            if len(parts) != 3:
-                code, ctype, body, method = 400, "text/plain", b"bad request\n", "GET"
-            else:
-                method, target, _ = parts
-                if method not in ("GET", "HEAD"):
-                    code, ctype, body = 405, "text/plain", b"method not allowed\n"
-                else:
-                    code, ctype, body = self._answer(target.split("?", 1)[0])
-            head_out = (
-                f"HTTP/1.1 {code} {_REASONS.get(code, '')}\r\nContent-Type: {ctype}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-            ).encode()
-            writer.write(head_out if method == "HEAD" else head_out + body)
-            await writer.drain()
-        except (ConnectionError, OSError):
-            pass
-        except Exception:
-            log.exception("metrics endpoint failed")
-        finally:
-            writer.close()

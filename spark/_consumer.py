@@ -9,11 +9,11 @@ inside the log are not data loss (Kafka's consumers skip them silently).
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Iterator
 
 from kafka_sidecar.client import KafkaClientError
+from kafka_sidecar.protocol.control_records import ABORT, control_type
 from kafka_sidecar.protocol.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
 from kafka_sidecar.protocol.records import decode_batches
 
@@ -82,8 +82,7 @@ class AbortedBatches:
 def _is_abort_marker(buf: bytes, pos: int, h: BatchHeader) -> bool:
     """The control record's key is (version int16, type int16): type 0 is ABORT."""
     (batch,) = decode_batches(buf[pos:pos + h.size], verify_crc=False)
-    key = batch.records[0].key if batch.records else None
-    return key is not None and len(key) >= 4 and struct.unpack_from(">h", key, 2)[0] == 0
+    return bool(batch.records) and control_type(batch.records[0].key) == ABORT
 
 
 def _read(broker: Broker, topic: str, partition: int, start: int, end: int, fail_on_data_loss: bool,

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafka_sidecar.protocol.control_records import ABORT, COMMIT, control_type
 from kafka_sidecar.protocol.record_batch import read_header
 from kafka_sidecar.protocol.records import RecordBatch, decode_batches, encode_batch
 
@@ -54,7 +55,7 @@ from .cleaner_manager import (
     LogToClean,
     _segments_overlapping,
 )
-from .log import CONTROL_ABORT, CONTROL_COMMIT, Log
+from .log import Log
 from .log_segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, AppendedBatch, LogSegment
 from .offset_map import BYTES_PER_ENTRY, SHORT_KEY, SkimpyOffsetMap
 from .throttler import NO_LIMIT, Throttler
@@ -62,7 +63,6 @@ from .txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
-INDEX_ENTRY_SIZE = 8
 DEFAULT_IO_BUFFER_SIZE = 524288  # log.cleaner.io.buffer.size
 LENGTH_END = 12  # a batch's size is its 4-byte length at byte 8, plus these 12 bytes
 THROTTLE_SLICE_S = 0.02
@@ -249,7 +249,8 @@ class Cleaner:
         base = group[0].base_offset
         for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             (lg.dir / f"{base:020d}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
-        cleaned = LogSegment(lg.dir, base, lg.config.index_interval_bytes, lg.config.segment_index_bytes, active=False, suffix=CLEANED_SUFFIX)
+        cleaned = LogSegment(lg.dir, base, lg.config.index_interval_bytes, lg.config.segment_index_bytes, active=False, suffix=CLEANED_SUFFIX,
+                             pools=lg.pools)
         latest_horizon = -1
         txns = CleanedTransactionMetadata([], cleaned.txn_index)
         try:
@@ -410,17 +411,16 @@ class CleanedTransactionMetadata:
         self._consume_up_to(batch.last_offset)
         if not batch.records:
             return True  # an empty control batch was already cleaned
-        key = batch.records[0].key
-        kind = int.from_bytes(key[2:4], "big", signed=True) if key is not None and len(key) >= 4 else -1
+        kind = control_type(batch.records[0].key)
         pid = batch.producer_id
-        if kind == CONTROL_ABORT:
+        if kind == ABORT:
             meta = self.ongoing_aborted.pop(pid, None)
             if meta is not None and meta[1] is not None:
                 if self.cleaned_index is not None:
                     self.cleaned_index.append(meta[0])
                 return False
             return True
-        if kind == CONTROL_COMMIT:
+        if kind == COMMIT:
             if pid in self.ongoing_committed:
                 self.ongoing_committed.discard(pid)
                 return False
@@ -517,9 +517,6 @@ class LogCleaner:
         self._wake.set()
         for t in self._threads:
             t.join(timeout=30)
-
-    def wakeup(self) -> None:
-        self._wake.set()
 
     def _run(self, thread_id: int = 0) -> None:
         cleaner = self.new_cleaner()

@@ -216,6 +216,7 @@ class LogCleanerManager:
             self.paused[tp] = self.paused.get(tp, 0) + 1
             if tp in self.in_progress:
                 self.aborted.add(tp)
+                self._lock.notify_all()  # for whoever waits to see the abort asked for
                 self._lock.wait_for(lambda: tp not in self.in_progress, timeout)
 
     def resume(self, topic: str, partition: int) -> None:
@@ -232,12 +233,4 @@ class LogCleanerManager:
         with self._lock:
             self.uncleanable.discard((topic, partition))
             if self.checkpoints.pop((topic, partition), None) is not None:
-                checkpoint.write_offsets(self.checkpoint_path, dict(self.checkpoints))
-
-    def update_checkpoint_for_truncation(self, lg: Log) -> None:
-        tp = (lg.topic, lg.partition)
-        with self._lock:
-            off = self.checkpoints.get(tp)
-            if off is not None and (off > lg.log_end_offset or off < lg.log_start_offset):
-                self.checkpoints[tp] = lg.log_start_offset
                 checkpoint.write_offsets(self.checkpoint_path, dict(self.checkpoints))

@@ -51,11 +51,6 @@ if _ARMED is not None and os.environ.get(ARM_ENV) == "signal":
         pass
 
 
-def armed(name: str) -> bool:
-    """True when ``name`` is the armed crash point (for callers that must prepare a torn write)."""
-    return _ARMED is not None and _ARMED[0] == name
-
-
 def hit(name: str) -> None:
     """Reached crash point ``name``: SIGKILL this process if it is armed and due."""
     if _ARMED is None or _ARMED[0] != name:

@@ -52,23 +52,33 @@ def default_open_index_files() -> int:
     return max(16, min(soft_open_file_limit() // 8, 5_000))
 
 
-# The indexes holding a descriptor, least recently used first; over OPEN_INDEX_FILES the oldest
-# one not in use (no pin) is closed, to be reopened at its next write.
-_OPEN_INDEXES: OrderedDict[_Index, None] = OrderedDict()
-OPEN_INDEX_FILES = [default_open_index_files()]
+class IndexFilePool:
+    """The indexes holding a descriptor, least recently used first (one pool per LogManager):
+    over ``cap`` the oldest one not in use (no pin) is closed, to be reopened at its next write.
+    Changed under _OPEN_LOCK."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.indexes: OrderedDict[_Index, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.indexes)
+
+    def close_least_recently_used(self, opening: _Index) -> None:
+        """Close the least recently used open index that no thread is using (under _OPEN_LOCK)."""
+        for index in self.indexes:
+            if index is not opening and not index._pins and index._fd is not None and index._fd >= 0:
+                os.close(index._fd)
+                index._fd = None
+                del self.indexes[index]
+                return
+
+
+# The pool of indexes opened outside a LogManager (tools, tests); each LogManager has its own.
+INDEX_FILES = IndexFilePool(default_open_index_files())
 # A lazy index without a segment's lock of its own loads under this one.
 _LOAD_LOCK = threading.RLock()
 _ZERO_CHUNK = 1 << 20
-
-
-def _close_least_recently_used(opening: _Index) -> None:
-    """Close the least recently used open index that no thread is using (under _OPEN_LOCK)."""
-    for index in _OPEN_INDEXES:
-        if index is not opening and not index._pins and index._fd is not None and index._fd >= 0:
-            os.close(index._fd)
-            index._fd = None
-            del _OPEN_INDEXES[index]
-            return
 
 
 class _Index:
@@ -84,7 +94,9 @@ class _Index:
     entry: struct.Struct
 
     def __init__(self, path: Path | str, base_offset: int, max_index_size: int, writable: bool, *, preallocate_at_first_write: bool = False,
-                 lazy: bool = False, lock: threading.RLock | None = None, on_load: Callable[[], None] | None = None) -> None:
+                 lazy: bool = False, lock: threading.RLock | None = None, on_load: Callable[[], None] | None = None,
+                 pool: IndexFilePool | None = None) -> None:
+        self._pool = pool if pool is not None else INDEX_FILES  # where its open descriptor counts
         # The path as a str for the os calls; the Path object is made when asked for (10,000
         # partitions made 20,000 of them at start for files most of which are never opened).
         self._path_str = os.fspath(path)
@@ -219,11 +231,12 @@ class _Index:
             fd = self._fd
             if fd is None:
                 fd = self._fd = os.open(self._path_str, os.O_RDWR | os.O_CREAT, 0o644)
-                _OPEN_INDEXES[self] = None
-                if len(_OPEN_INDEXES) > OPEN_INDEX_FILES[0]:
-                    _close_least_recently_used(self)
+                pool = self._pool
+                pool.indexes[self] = None
+                if len(pool.indexes) > pool.cap:
+                    pool.close_least_recently_used(self)
             elif fd >= 0:
-                _OPEN_INDEXES.move_to_end(self)
+                self._pool.indexes.move_to_end(self)
             if fd < 0:
                 raise OSError(9, f"index {self.path} is closed")
             if pin:
@@ -247,7 +260,7 @@ class _Index:
             if self._fd is not None and self._fd >= 0 and not self._pins:
                 os.close(self._fd)
                 self._fd = None
-                _OPEN_INDEXES.pop(self, None)
+                self._pool.indexes.pop(self, None)
 
     def open(self) -> None:
         """Open the file now (before a change that must not fail half-way on the open)."""
@@ -404,7 +417,7 @@ class _Index:
     def close(self) -> None:
         with _OPEN_LOCK:
             fd, self._fd = self._fd, -1
-            _OPEN_INDEXES.pop(self, None)
+            self._pool.indexes.pop(self, None)
         if fd is not None and fd >= 0:
             os.close(fd)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from . import failpoints
 from .log_config import LogConfig
 from .log_segment import (
+    DEFAULT_POOLS,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -25,6 +26,7 @@ from .log_segment import (
     TIME_INDEX_SUFFIX,
     FileSlice,
     LogSegment,
+    OpenFilePools,
     StorageError,
 )
 from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
@@ -36,7 +38,7 @@ log = logging.getLogger(__name__.rpartition(".")[0] + ".log")
 
 
 def open_segment(dir: Path, base: int, config: LogConfig, active: bool, on_rebuild: Callable[[int], None] | None = None,
-                 names: set[str] | None = None) -> LogSegment:
+                 names: set[str] | None = None, pools: OpenFilePools = DEFAULT_POOLS) -> LogSegment:
     """Open (or create) the segment at ``base``; a segment with data but without both indexes
     gets them rebuilt from its log (``on_rebuild(base)`` is told, its .txnindex is stale too).
     ``names``: the directory's file names, when the caller has listed it already."""
@@ -51,7 +53,7 @@ def open_segment(dir: Path, base: int, config: LogConfig, active: bool, on_rebui
     # (Kafka's initFileSize); an existing one is opened as it is.
     preallocate = config.segment_bytes if active and config.preallocate and names is None else 0
     seg = LogSegment(dir, base, config.index_interval_bytes, config.segment_index_bytes, active=active, loaded=names is not None,
-                     preallocate=preallocate, txn_index_exists=txn_index_exists)
+                     preallocate=preallocate, txn_index_exists=txn_index_exists, pools=pools)
     if not had_indexes and seg.size:
         log.info("rebuilding missing indexes of %s segment %d", dir.name, base)
         if on_rebuild is not None:
@@ -66,8 +68,9 @@ def open_segment(dir: Path, base: int, config: LogConfig, active: bool, on_rebui
 class LocalLog:
     """The segments of one partition directory, oldest first; the last one is active."""
 
-    def __init__(self, dir: Path, topic: str, partition: int) -> None:
+    def __init__(self, dir: Path, topic: str, partition: int, pools: OpenFilePools = DEFAULT_POOLS) -> None:
         self.dir = dir
+        self.pools = pools  # the LogManager's pools of open files, for every segment of this log
         self.topic = topic
         self.partition = partition
         # Copy-on-write (segments, base offsets): readers take one snapshot without
@@ -109,7 +112,7 @@ class LocalLog:
         the old one, which stays the active segment): raises StorageError."""
         old = self.active_segment
         try:
-            new = open_segment(self.dir, new_base, config, active=True)
+            new = open_segment(self.dir, new_base, config, active=True, pools=self.pools)
         except OSError as e:
             old.active = True
             prefix = self.dir / f"{new_base:020d}"

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafka_sidecar.protocol.control_records import end_txn_marker_key, end_txn_marker_value
 from kafka_sidecar.protocol.record_batch import (
     ATTRIBUTES_POS,
     BASE_OFFSET_POS,
@@ -39,18 +40,13 @@ from kafka_sidecar.protocol.records import Record, encode_batch
 from . import failpoints, retention
 from .local_log import LocalLog
 from .log_config import LogConfig
-from .log_loader import (
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
-    MARKER_KEY,
-    MARKER_VALUE,
-    LogLoader,
-    aborted_txn_entry,
-)
+from .log_loader import LogLoader, aborted_txn_entry
 from .log_segment import (
+    DEFAULT_POOLS,
     AppendedBatch,
     FileSlice,
     LogSegment,
+    OpenFilePools,
     StorageError,
 )
 from .producer_state import CompletedTxn, ProducerStateManager, snapshot_path
@@ -93,13 +89,14 @@ class Log:
     """The leader-facing log (Kafka's UnifiedLog): offsets, producer state and transactions over
     a LocalLog of segments (storage/local_log.py), loaded by a LogLoader (storage/log_loader.py)."""
 
-    def __init__(self, dir: Path, topic: str, partition: int, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int | None = None, clean_shutdown: bool = True) -> None:
+    def __init__(self, dir: Path, topic: str, partition: int, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int | None = None,
+                 clean_shutdown: bool = True, pools: OpenFilePools = DEFAULT_POOLS) -> None:
         self.dir = dir
         self.topic = topic
         self.partition = partition
         self.config = config
         # The segments; readers take one snapshot without locking, writers hold ``lock``.
-        self._local = LocalLog(dir, topic, partition)
+        self._local = LocalLog(dir, topic, partition, pools)
         self.lock = threading.RLock()
         # (active segment's base offset, its roll jitter, (segment.jitter.ms, segment.ms) drawn for)
         self._jitter_drawn: tuple[int, int, tuple[int, int]] | None = None
@@ -124,6 +121,11 @@ class Log:
         self.recovery_point = offsets.recovery_point
         self.log_start_offset = offsets.log_start_offset
         self._first_unstable: int | None = self.producer_state.first_unstable_offset()  # cached
+
+    @property
+    def pools(self) -> OpenFilePools:
+        """The pools of open files its segments count in (its LogManager's)."""
+        return self._local.pools
 
     FULL_INDEX_CHECK_ENTRIES = LogLoader.FULL_INDEX_CHECK_ENTRIES  # the loader's (kept for callers)
 
@@ -458,7 +460,7 @@ class Log:
 def encode_end_txn_marker(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, timestamp: int) -> bytes:
     """Kafka's MemoryRecords.withEndTransactionMarker: a transactional control batch with one
     record, key = (version 0, type: 0 ABORT / 1 COMMIT), value = (version 0, coordinator epoch)."""
-    record = Record(0, timestamp, MARKER_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT), MARKER_VALUE.pack(0, coordinator_epoch))
+    record = Record(0, timestamp, end_txn_marker_key(commit), end_txn_marker_value(coordinator_epoch))
     return encode_batch(
         [record], producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
         partition_leader_epoch=LEADER_EPOCH, is_transactional=True, is_control=True,

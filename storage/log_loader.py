@@ -17,6 +17,12 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafka_sidecar.protocol.control_records import (
+    ABORT,
+    COMMIT,
+    control_type,
+    marker_coordinator_epoch,
+)
 from kafka_sidecar.protocol.record_batch import BatchHeader
 from kafka_sidecar.protocol.records import decode_batches
 
@@ -33,7 +39,7 @@ from .log_segment import (
 from .producer_state import SNAPSHOT_SUFFIX, CompletedTxn, ProducerStateManager
 from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
-__all__ = ["CONTROL_ABORT", "CONTROL_COMMIT", "LoadedLogOffsets", "LogLoader", "aborted_txn_entry", "read_marker"]
+__all__ = ["LoadedLogOffsets", "LogLoader", "aborted_txn_entry", "read_marker"]
 
 # The Log's own logger, so that operators' log lines keep their logger name.
 log = logging.getLogger(__name__.rpartition(".")[0] + ".log")
@@ -42,10 +48,6 @@ _LEFT_OVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
 # The suffixes of ``<offset><suffix>`` files: the segment's log, its indexes, producer snapshots.
 _OFFSET_SUFFIXES = frozenset((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX))
 
-MARKER_KEY = struct.Struct(">hh")  # version, ControlRecordType (0 ABORT, 1 COMMIT)
-MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
 
 
 @dataclass(frozen=True)
@@ -72,13 +74,10 @@ def read_marker(seg: LogSegment, position: int, h: BatchHeader) -> tuple[bool, i
     if not batches or not batches[0].records:
         return None
     r = batches[0].records[0]
-    if r.key is None or len(r.key) < MARKER_KEY.size:
+    kind = control_type(r.key)
+    if kind not in (ABORT, COMMIT):
         return None
-    _, kind = MARKER_KEY.unpack_from(r.key)
-    if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
-        return None
-    coordinator_epoch = MARKER_VALUE.unpack_from(r.value)[1] if r.value is not None and len(r.value) >= MARKER_VALUE.size else -1
-    return kind == CONTROL_COMMIT, coordinator_epoch
+    return kind == COMMIT, marker_coordinator_epoch(r.value)
 
 
 class LogLoader:
@@ -161,9 +160,10 @@ class LogLoader:
         self.producer_state.found_snapshots(snapshots)
         for i, base in enumerate(ordered):
             is_last = i == len(ordered) - 1
-            self.segments.add_segment(open_segment(self.dir, base, self.config, active=is_last, on_rebuild=self._mark_txn_rebuild, names=names))
+            self.segments.add_segment(open_segment(self.dir, base, self.config, active=is_last, on_rebuild=self._mark_txn_rebuild, names=names,
+                                                     pools=self.segments.pools))
         if not self.segments.segments:
-            self.segments.add_segment(open_segment(self.dir, 0, self.config, active=True, on_rebuild=self._mark_txn_rebuild))
+            self.segments.add_segment(open_segment(self.dir, 0, self.config, active=True, on_rebuild=self._mark_txn_rebuild, pools=self.segments.pools))
             return
         if self.clean_shutdown:
             # Kafka's LazyIndex: after a clean stop every segment's indexes are checked at their
@@ -229,7 +229,8 @@ class LogLoader:
             if not stem.isdigit():
                 continue
             base = int(stem)
-            swap = LogSegment(self.dir, base, self.config.index_interval_bytes, self.config.segment_index_bytes, active=False, suffix=SWAP_SUFFIX)
+            swap = LogSegment(self.dir, base, self.config.index_interval_bytes, self.config.segment_index_bytes, active=False, suffix=SWAP_SUFFIX,
+                              pools=self.segments.pools)
             swap.recover()
             last = swap.read_next_offset() - 1
             swap.close()

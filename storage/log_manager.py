@@ -3,8 +3,11 @@
 The directory is laid out as Kafka lays out one ``log.dirs`` entry, so Kafka's
 tools read it: ``meta.properties``, offset checkpoints, ``.kafka_cleanshutdown``,
 and one ``<topic>-<partition>`` directory per partition holding segments and
-``partition.metadata``. Topic config overrides, which Kafka keeps in its KRaft
-metadata log, are kept in ``sidecar-topics.json`` beside them.
+``partition.metadata``. What Kafka keeps in its KRaft metadata log is kept beside
+them by other modules: topics and their configs (``topic_registry.py``, consulted
+here for a topic's id and configs), producer ids (``producer_id_manager.py``) and
+dynamic broker configs (``dynamic_broker_config.py``, which hands the log defaults
+they imply to ``reconfigure_default_log_config``).
 """
 
 from __future__ import annotations
@@ -15,36 +18,23 @@ import gc
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from . import checkpoint, failpoints
 from .cleaner import LogCleaner
 from .log import Log, parse_partition_dir
-from .log_config import LogConfig, dynamic_log_defaults
-from .log_segment import LogSegment
-from .metadata_files import (  # noqa: F401 (re-exported: the server and tools import them from here)
-    META_PROPERTIES,
-    PARTITION_METADATA,
-    TOPICS_FILE,
-    check_partition_metadata,
-    kafka_uuid_str,
-    load_meta_properties,
-    new_kafka_uuid,
-    parse_kafka_uuid,
-    read_partition_metadata,
-    read_topics_file,
-    write_partition_metadata,
-    write_topics_file,
-)
+from .log_config import LogConfig
+from .log_segment import LogSegment, OpenFilePools
+from .metadata_files import check_partition_metadata, load_meta_properties, write_partition_metadata
+from .topic_registry import TopicInfo, TopicRegistry
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -52,39 +42,14 @@ _T = TypeVar("_T")
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-BROKER_CONFIGS_FILE = "sidecar-broker-configs.json"
 LOCK_FILE = ".lock"
-PRODUCER_ID_FILE = "sidecar-producer-id"
 DELETE_DIR_SUFFIX = "-delete"
 # Kafka's own internal dirs that a sidecar never serves.
 IGNORED_DIRS = {"__cluster_metadata-0"}
 
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-
 
 class DataDirError(Exception):
     """The data directory cannot be used (missing permission, locked by another process...)."""
-
-
-class InvalidTopicError(ValueError):
-    pass
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka 4's Topic.validate, with its messages."""
-    if not name:
-        raise InvalidTopicError("Topic name is invalid: the empty string is not allowed")
-    if name in (".", ".."):
-        raise InvalidTopicError(f"Topic name is invalid: '{name}' is not allowed")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(
-            f"Topic name is invalid: the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME_LENGTH}"
-        )
-    if not _LEGAL_TOPIC.match(name):
-        raise InvalidTopicError(
-            f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
-        )
 
 
 @dataclass
@@ -98,14 +63,6 @@ class CleanerConfig:
     io_buffer_load_factor: float = 0.9
     io_buffer_size: int = 524288
     max_io_bytes_per_second: float = 1.7976931348623157e308
-
-
-@dataclass
-class TopicInfo:
-    name: str
-    topic_id: uuid.UUID
-    partitions: int
-    configs: dict[str, Any] = field(default_factory=dict)
 
 
 def list_dirs(data_dir: Path) -> list[str]:
@@ -171,26 +128,25 @@ def load_summary(logs: list[Log]) -> str:
 
 class LogManager:
     def __init__(self, data_dir: Path, broker_log_defaults: dict[str, Any] | None = None, cleaner_config: CleanerConfig | None = None,
-                 recovery_threads: int = 2) -> None:
+                 recovery_threads: int = 2, metadata: TopicRegistry | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.recovery_threads = max(1, recovery_threads)  # num.recovery.threads.per.data.dir: loadLogs' pool
         self.loaded_partitions = 0  # logs loaded so far by startup() (start-up progress)
         self.cleaner_config = cleaner_config or CleanerConfig()
         self.cleaner: LogCleaner | None = None
+        # The topic defaults in effect: the static ones, overlaid by dynamic broker configs
+        # (DynamicBrokerConfig calls reconfigure_default_log_config).
         self.broker_log_defaults = dict(broker_log_defaults or {})
-        # Dynamic broker configs (AlterConfigs on BROKER resources), raw values by scope: "" the
-        # cluster-wide defaults, "<node id>" this broker's; kept in sidecar-broker-configs.json.
-        # The log defaults in effect are the static ones overlaid by what these imply.
-        self.static_log_defaults = dict(self.broker_log_defaults)
-        self.dynamic_broker_configs: dict[str, dict[str, str]] = {}
-        self.topics: dict[str, TopicInfo] = {}
-        self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
+        # The topics (ids, configs) whose logs these are; shares the lock below.
+        self._lock = threading.RLock()  # guards the logs/topics maps against background threads
+        self.metadata = metadata if metadata is not None else TopicRegistry(self.data_dir, self._lock)
+        self._lock = self.metadata.lock
         self.logs: dict[tuple[str, int], Log] = {}
-        self._deleting: set[str] = set()  # topics detached whose dirs are not renamed yet
+        # This manager's pools of open files (inactive segments' logs, index descriptors).
+        self.pools = OpenFilePools()
         self.cluster_id = ""
         self.directory_id = ""
         self._lock_fd: int | None = None
-        self._lock = threading.RLock()  # guards the logs/topics maps against background threads
         self.had_clean_shutdown = False
         # Segments renamed .deleted, waiting for file.delete.delay.ms: (due ms, segment).
         self._pending_deletes: list[tuple[int, LogSegment]] = []
@@ -198,7 +154,15 @@ class LogManager:
     # ---- start-up ------------------------------------------------------------------
 
     def startup(self) -> None:
-        """Lock the directory, read or write meta.properties, load every log."""
+        """Lock the directory (unless ``lock_data_dir`` did), read the topics file, load every log."""
+        if self._lock_fd is None:
+            self.lock_data_dir()
+        self.metadata.load()
+        self._load_logs()
+
+    def lock_data_dir(self) -> None:
+        """Create and lock the directory, read or write meta.properties (DataDirError if it
+        cannot be used): the first step of a start, before anything else reads the dir."""
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -211,27 +175,20 @@ class LogManager:
         if not os.access(self.data_dir, os.W_OK):
             raise DataDirError(f"data dir {self.data_dir} is not writable")
         self.cluster_id, self.directory_id = load_meta_properties(self.data_dir)
-        self._load_broker_dynamic_configs()
+
+    def _load_logs(self) -> None:
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()
         dirs = list_dirs(self.data_dir)
         fresh = not dirs
         recovery_points = checkpoint.read_offsets(self.data_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = checkpoint.read_offsets(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
-        stored = read_topics_file(self.data_dir)
         started = time.monotonic()
         to_load: list[tuple[tuple[str, int], Path, TopicInfo]] = []
         configs: dict[str, LogConfig] = {}  # one LogConfig per topic at start (the same for its partitions)
         with gc_paused():  # the scan makes objects that live as long as the broker, too
             for (topic, partition), path in scan_partition_dirs(self.data_dir, dirs):
-                info = self.topics.get(topic)
-                if info is None:
-                    saved = stored.get(topic, {})
-                    topic_id = self._resolve_topic_id(topic, saved.get("topic_id"))
-                    info = TopicInfo(topic, topic_id, 0, dict(saved.get("configs", {})))
-                    self.topics[topic] = info
-                    self.topics_by_id[topic_id] = info
-                info.partitions = max(info.partitions, partition + 1)
+                info = self.metadata.found_partition(topic, partition)
                 to_load.append(((topic, partition), path, info))
 
         def load(item: tuple[tuple[str, int], Path, TopicInfo]) -> Log:
@@ -240,7 +197,7 @@ class LogManager:
             if config is None:
                 config = configs[topic] = self.log_config(info)
             lg = Log(path, topic, partition, config, recovery_point=recovery_points.get((topic, partition), 0),
-                     log_start_offset=start_offsets.get((topic, partition)), clean_shutdown=self.had_clean_shutdown)
+                     log_start_offset=start_offsets.get((topic, partition)), clean_shutdown=self.had_clean_shutdown, pools=self.pools)
             self.loaded_partitions += 1  # for the progress report (racy, made exact below)
             return lg
 
@@ -255,12 +212,8 @@ class LogManager:
             check_partition_metadata(path, info.topic_id)
         load_ms = (time.monotonic() - started) * 1000
         # Partitions whose directory vanished stay declared by the topics file.
-        for name, saved in stored.items():
-            info = self.topics.get(name)
-            if info is not None:
-                for p in range(info.partitions, int(saved.get("partitions", 0))):
-                    self._create_log(info, p)
-                info.partitions = max(info.partitions, int(saved.get("partitions", 0)))
+        for info, p in self.metadata.missing_partitions():
+            self._create_log(info, p)
         marker.unlink(missing_ok=True)
         cc = self.cleaner_config
         self.cleaner = LogCleaner(
@@ -270,31 +223,10 @@ class LogManager:
             on_segments_deleted=self._schedule_segment_deletion,
         )
         self.cleaner.start()
-        log.info("loaded %d partitions of %d topics (%s) from %s in %.0f ms on %d threads (%s)", len(self.logs), len(self.topics),
+        log.info("loaded %d partitions of %d topics (%s) from %s in %.0f ms on %d threads (%s)", len(self.logs), len(self.metadata.topics),
                  load_summary(loaded), self.data_dir, load_ms, threads,
                  "new data dir" if fresh else "clean shutdown" if self.had_clean_shutdown else "unclean shutdown: recovered from recovery points")
-        self._write_topics_file()
-
-    def _write_topics_file(self) -> None:
-        write_topics_file(self.data_dir, {
-            t.name: {"topic_id": kafka_uuid_str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
-            for t in self.topics.values()
-        })
-
-    def _resolve_topic_id(self, topic: str, saved_id: str | None) -> uuid.UUID:
-        """The topic's id: from the topics file, else the first readable partition.metadata, else new."""
-        if saved_id:
-            try:
-                return parse_kafka_uuid(saved_id)
-            except ValueError:
-                pass
-        for entry in sorted(os.listdir(self.data_dir)):
-            tp = parse_partition_dir(entry)
-            if tp is not None and tp[0] == topic:
-                found = read_partition_metadata(self.data_dir / entry)
-                if found is not None:
-                    return found
-        return new_kafka_uuid()
+        self.metadata.save()
 
     # ---- topics --------------------------------------------------------------------
 
@@ -309,15 +241,12 @@ class LogManager:
         return self.logs.get((topic, partition))
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, Any] | None = None) -> TopicInfo:
+        """Create the logs of a new topic, then register it (FileExistsError if the name is taken)."""
         with self._lock:
-            if name in self.topics or name in self._deleting:
-                raise FileExistsError(name)
-            info = TopicInfo(name, new_kafka_uuid(), partitions, dict(configs or {}))
+            info = self.metadata.new_topic(name, partitions, configs)
             for p in range(partitions):
                 self._create_log(info, p)
-            self.topics[name] = info
-            self.topics_by_id[info.topic_id] = info
-            self._write_topics_file()
+            self.metadata.add(info)
             log.info("created topic %s with %d partitions, configs %s", name, partitions, info.configs or "{}")
             return info
 
@@ -325,7 +254,7 @@ class LogManager:
         path = self.data_dir / f"{info.name}-{partition}"
         path.mkdir(parents=True, exist_ok=True)
         write_partition_metadata(path, info.topic_id)
-        lg = Log(path, info.name, partition, self.log_config(info))
+        lg = Log(path, info.name, partition, self.log_config(info), pools=self.pools)
         self.logs[(info.name, partition)] = lg
         return lg
 
@@ -333,14 +262,14 @@ class LogManager:
         """Grow topic ``name`` to ``count`` partitions (CreatePartitions): the new partitions'
         logs are created empty, then the new count is kept in the topics file."""
         with self._lock:
-            info = self.topics[name]
+            info = self.metadata.topics[name]
             if count <= info.partitions:
                 raise ValueError(f"topic {name} has {info.partitions} partitions; {count} is not an increase")
             before = info.partitions
             for p in range(before, count):
                 self._create_log(info, p)
             info.partitions = count
-            self._write_topics_file()
+            self.metadata.save()
             log.info("topic %s grew from %d to %d partitions", name, before, count)
             return info
 
@@ -354,14 +283,9 @@ class LogManager:
         leave the maps, so no new append or read reaches them; the name stays reserved
         (``is_being_deleted``) until ``finish_topic_deletion`` has renamed its dirs."""
         with self._lock:
-            info = self.topics.pop(name)
-            self.topics_by_id.pop(info.topic_id, None)
+            info = self.metadata.detach(name)
             logs = [lg for p in range(info.partitions) if (lg := self.logs.pop((name, p), None)) is not None]
-            self._deleting.add(name)
             return info, logs
-
-    def is_being_deleted(self, name: str) -> bool:
-        return name in self._deleting
 
     def finish_topic_deletion(self, info: TopicInfo, logs: list[Log]) -> list[Path]:
         """Second step (blocking: the storage thread): stop cleaning, close the logs, rename
@@ -380,9 +304,9 @@ class LogManager:
                 os.rename(lg.dir, target)
                 renamed.append(target)
             with self._lock:
-                self._write_topics_file()
+                self.metadata.save()
         finally:
-            self._deleting.discard(info.name)
+            self.metadata.deletion_done(info.name)
         gc.unfreeze()  # the dropped logs may be frozen since the start (gc_paused): collectable again
         log.info("deleted topic %s (%d partition dirs renamed for removal)", info.name, len(renamed))
         return renamed
@@ -392,79 +316,36 @@ class LogManager:
         for p in paths:
             shutil.rmtree(p, ignore_errors=True)
 
-    def allocate_producer_id(self) -> int:
-        """Next producer id, persisted before it is handed out so a restart never reuses it."""
+    def highest_producer_id(self) -> int:
+        """The highest producer id some log holds state for (-1 if none): ProducerIdManager
+        never hands out one below it."""
         with self._lock:
-            path = self.data_dir / PRODUCER_ID_FILE
-            try:
-                next_id = int(path.read_text().strip())
-            except FileNotFoundError:
-                next_id = 0
-            except (OSError, ValueError) as e:
-                log.warning("ignoring unreadable %s (%s): next producer id recomputed from the logs", path, e)
-                next_id = 0
-            # Never hand out an id some log already holds state for (a damaged or lost file).
-            known = max((pid for lg in self.logs.values() for pid in lg.producer_state.producers), default=-1)
-            if next_id <= known:
-                if path.exists():
-                    log.warning("%s says %d but producer id %d is in use: continuing from %d", path.name, next_id, known, known + 1)
-                next_id = known + 1
-            checkpoint.atomic_write(path, f"{next_id + 1}\n".encode())
-            return next_id
+            return max((pid for lg in self.logs.values() for pid in lg.producer_state.producers), default=-1)
 
-    # ---- dynamic configs (DescribeConfigs / AlterConfigs / IncrementalAlterConfigs) ----------
+    # ---- config changes (AlterConfigs / IncrementalAlterConfigs) ----------------------------
 
     def alter_topic_configs(self, topic: str, configs: dict[str, Any]) -> TopicInfo:
-        """Replace a topic's config overrides (parsed values): kept in sidecar-topics.json, and in
+        """Replace a topic's config overrides (parsed values): kept by the topic registry, and in
         effect at once in every partition's log (later appends, rolls, retention checks)."""
         with self._lock:
-            info = self.topics[topic]
+            info = self.metadata.topics[topic]
             info.configs = dict(configs)
-            self._write_topics_file()
+            self.metadata.save()
             self._reconfigure_logs(topic)
             log.info("topic %s configs are now %s", topic, info.configs or "{}")
             return info
 
-    def broker_dynamic_configs(self, scope: str) -> dict[str, str]:
-        """The dynamic broker configs of ``scope`` ("" = cluster-wide defaults, else a node id)."""
+    def reconfigure_default_log_config(self, defaults: dict[str, Any]) -> None:
+        """New topic defaults (Kafka's LogManager.reconfigureDefaultLogConfig): every log's
+        LogConfig is rebuilt with them at once."""
         with self._lock:
-            return dict(self.dynamic_broker_configs.get(scope, {}))
-
-    def set_broker_dynamic_configs(self, scope: str, configs: dict[str, str]) -> None:
-        """Replace the dynamic broker configs of ``scope``, persist them, and apply the topic
-        defaults they imply (``log.retention.ms`` -> ``retention.ms`` ...) to every log at once."""
-        with self._lock:
-            if configs:
-                self.dynamic_broker_configs[scope] = dict(configs)
-            else:
-                self.dynamic_broker_configs.pop(scope, None)
-            data = {"version": 1, "scopes": self.dynamic_broker_configs}
-            checkpoint.atomic_write(self.data_dir / BROKER_CONFIGS_FILE, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
-            self._refresh_log_defaults()
+            self.broker_log_defaults = dict(defaults)
             self._reconfigure_logs()
-            log.info("dynamic broker configs (%s) are now %s", scope or "cluster default", configs or "{}")
-
-    def _load_broker_dynamic_configs(self) -> None:
-        path = self.data_dir / BROKER_CONFIGS_FILE
-        try:
-            scopes = json.loads(path.read_text())["scopes"]
-            self.dynamic_broker_configs = {str(s): {str(k): str(v) for k, v in c.items()} for s, c in scopes.items() if c}
-        except FileNotFoundError:
-            return
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            log.warning("ignoring unreadable %s: %s (dynamic broker configs fall back to static ones)", path, e)
-            return
-        self._refresh_log_defaults()
-
-    def _refresh_log_defaults(self) -> None:
-        per_broker = [c for s, c in sorted(self.dynamic_broker_configs.items()) if s != ""]
-        layers = [*per_broker, self.dynamic_broker_configs.get("", {})]
-        self.broker_log_defaults = {**self.static_log_defaults, **dynamic_log_defaults(layers)}
 
     def _reconfigure_logs(self, topic: str | None = None) -> None:
         """Give the logs of ``topic`` (or all) a LogConfig built from the current settings."""
         for (name, partition), lg in list(self.logs.items()):
-            info = self.topics.get(name)
+            info = self.metadata.topics.get(name)
             if info is not None and (topic is None or name == topic):
                 was_compact = lg.config.compact
                 lg.config = self.log_config(info)

@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,7 +32,8 @@ from kafka_sidecar.protocol.records import decode_batches
 from . import failpoints
 from .index import (
     _OPEN_LOCK,
-    OPEN_INDEX_FILES,
+    INDEX_FILES,
+    IndexFilePool,
     OffsetIndex,
     TimeIndex,
     default_open_index_files,
@@ -169,17 +171,39 @@ class SegmentFilePool:
             victim._retire_file()
 
 
+# The pool of segments opened outside a LogManager (tools, tests); each LogManager has its own.
 SEGMENT_FILES = SegmentFilePool(default_open_segment_files())
 
 
+class OpenFilePools:
+    """The pools of open files of one LogManager (inactive segments' logs, index descriptors):
+    two brokers in one process (tests, the embedded fixture) no longer share, or evict from,
+    each other's. Sized from the soft RLIMIT_NOFILE."""
+
+    def __init__(self, segments: SegmentFilePool | None = None, indexes: IndexFilePool | None = None) -> None:
+        self.segments = segments if segments is not None else SegmentFilePool(default_open_segment_files())
+        self.indexes = indexes if indexes is not None else IndexFilePool(default_open_index_files())
+        _LIVE_POOLS.add(self)
+
+    def follow_open_file_limit(self) -> tuple[int, int]:
+        with _OPEN_LOCK:
+            self.indexes.cap = default_open_index_files()
+        self.segments.set_cap(default_open_segment_files())
+        return self.indexes.cap, self.segments.cap
+
+
+_LIVE_POOLS: weakref.WeakSet[OpenFilePools] = weakref.WeakSet()
+DEFAULT_POOLS = OpenFilePools(SEGMENT_FILES, INDEX_FILES)
+
+
 def follow_open_file_limit() -> tuple[int, int]:
-    """Recompute both pools' default caps (open index files, inactive segments' logs) from the
-    soft RLIMIT_NOFILE in effect now. They are first computed at import, before the broker
-    raises the limit (server/broker.py raise_open_file_limit), which calls this after; returns
-    (index files cap, segment files cap)."""
-    OPEN_INDEX_FILES[0] = default_open_index_files()
-    SEGMENT_FILES.set_cap(default_open_segment_files())
-    return OPEN_INDEX_FILES[0], SEGMENT_FILES.cap
+    """Recompute every pool's caps (open index files, inactive segments' logs) from the soft
+    RLIMIT_NOFILE in effect now. They are first computed when made, before the broker raises the
+    limit (server/broker.py raise_open_file_limit), which calls this after; returns the default
+    pools' (index files cap, segment files cap)."""
+    for pools in list(_LIVE_POOLS):
+        pools.follow_open_file_limit()
+    return INDEX_FILES.cap, SEGMENT_FILES.cap
 
 
 @dataclass
@@ -199,7 +223,7 @@ class FileSlice:
 
 class SegmentFiles:
     """The part of LogSegment that opens its files at need: the ``.log`` descriptor (shared
-    with the pool of open files, SEGMENT_FILES), the lazy indexes' deferred sanity check and
+    with the LogManager's pool of open files), the lazy indexes' deferred sanity check and
     the largest timestamp read from the time index at its first use."""
 
     active: bool
@@ -208,6 +232,7 @@ class SegmentFiles:
     offset_index: OffsetIndex
     time_index: TimeIndex
     _log_path_str: str
+    _pools: OpenFilePools
     _log_path: Path | None
     _fd: int | None
     _file_ref: SegmentFile | None
@@ -238,7 +263,7 @@ class SegmentFiles:
 
     def _file(self) -> SegmentFile:
         """The open .log (opened at need), to hold for the length of a read: an inactive
-        segment's file counts in SEGMENT_FILES, which may retire the least recently used."""
+        segment's file counts in its pool, which may retire the least recently used."""
         f = self._file_ref
         if f is None:
             with _OPEN_LOCK:
@@ -247,7 +272,7 @@ class SegmentFiles:
                     f = self._file_ref = SegmentFile(os.open(self._log_path_str, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644))
                     self._fd = f.fd
         if not self.active and f.fd >= 0:
-            SEGMENT_FILES.touch(self)
+            self._pools.segments.touch(self)
         return f
 
     def _retire_file(self) -> None:
@@ -262,7 +287,7 @@ class SegmentFiles:
 
     def _close_file(self, forever: bool) -> None:
         """Close the .log now (``forever``: later uses fail with EBADF, as after close())."""
-        SEGMENT_FILES.discard(self)
+        self._pools.segments.discard(self)
         with _OPEN_LOCK:
             f = self._file_ref
             self._file_ref, self._fd = (_CLOSED, -1) if forever else (None, None)
@@ -355,7 +380,9 @@ class LogSegment(SegmentFiles):
         loaded: bool = False,
         preallocate: int = 0,
         txn_index_exists: bool | None = None,
+        pools: OpenFilePools = DEFAULT_POOLS,
     ) -> None:
+        self._pools = pools  # the LogManager's pools of open files (the process default outside one)
         self.dir = dir
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -389,9 +416,9 @@ class LogSegment(SegmentFiles):
         self._deferred_check = False
         stem = f"{self._log_path_str[: -len(LOG_SUFFIX + suffix + prefix)]}{prefix}"
         self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + suffix, base_offset, max_index_size, active, preallocate_at_first_write=loaded,
-                                        lazy=loaded, lock=self._index_lock, on_load=self._on_index_load)
+                                        lazy=loaded, lock=self._index_lock, on_load=self._on_index_load, pool=pools.indexes)
         self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + suffix, base_offset, max_index_size, active, preallocate_at_first_write=loaded,
-                                    lazy=loaded, lock=self._index_lock, on_load=self._on_index_load)
+                                    lazy=loaded, lock=self._index_lock, on_load=self._on_index_load, pool=pools.indexes)
         # Aborted transactions whose ABORT marker is in this segment; the file exists only once it has an entry.
         self.txn_index = TransactionIndex(os.path.join(dir, prefix + TXN_INDEX_SUFFIX + suffix), base_offset, exists=txn_index_exists)
         self.created_ms = int(time.time() * 1000)
@@ -549,7 +576,7 @@ class LogSegment(SegmentFiles):
         self.active = False
         self.txn_index.close_writer()
         if self._file_ref is not None and self._file_ref.fd >= 0:
-            SEGMENT_FILES.touch(self)  # inactive now: its open .log counts in the pool
+            self._pools.segments.touch(self)  # inactive now: its open .log counts in the pool
 
     # ---- reading ------------------------------------------------------------------
 

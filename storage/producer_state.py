@@ -39,12 +39,11 @@ from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
 )
 from kafka_sidecar.protocol.record_batch import INT_MAX, NO_SEQUENCE, BatchHeader
 
-from .formats import PRODUCER_SNAPSHOT_VERSION, encode_producer_snapshot, read_producer_snapshot
+from .formats import encode_producer_snapshot, read_producer_snapshot
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".snapshot"
-SNAPSHOT_VERSION = PRODUCER_SNAPSHOT_VERSION  # the layouts are formats.py's
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
@@ -85,10 +84,6 @@ class ProducerStateEntry:
         if epoch != self.producer_epoch:
             self.batches.clear()
             self.producer_epoch = epoch
-
-    @property
-    def last_data_offset(self) -> int:
-        return self.batches[-1].last_offset if self.batches else -1
 
     @property
     def last_seq(self) -> int:

@@ -36,9 +36,6 @@ class Throttler:
         cleaning that ends before its period does is never slept for, as in Kafka)."""
         return self._observed
 
-    def update_desired_rate_per_sec(self, rate: float) -> None:
-        self.desired_rate_per_sec = rate
-
     def maybe_throttle(self, observed: float, sleep: Callable[[float], None] | None = None) -> None:
         """Count ``observed`` bytes; sleep if the current period is ahead of the desired rate
         (with ``sleep`` if given: the cleaner's sleeps notice an abort)."""

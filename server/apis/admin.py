@@ -44,7 +44,7 @@ TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 
 
 def _partitions(broker: Broker, topic: str) -> int | None:
-    info = broker.log_manager.topics.get(topic)
+    info = broker.metadata.topics.get(topic)
     return None if info is None else info.partitions
 
 
@@ -80,7 +80,7 @@ async def handle_elect_leaders(broker: Broker, conn: Connection, header: Request
     if requested is None:
         # Every partition: nothing needs an election, and Kafka leaves those results out.
         return {"throttle_time": 0, "error_code": errors.NONE, "replica_election_results": [
-            {"topic": name, "partition_result": []} for name in broker.log_manager.topics]}
+            {"topic": name, "partition_result": []} for name in broker.metadata.topics]}
     results: dict[str, list[dict[str, Any]]] = {}
     for t in requested:
         rows = results.setdefault(t.topic, [])
@@ -188,7 +188,7 @@ async def handle_list_config_resources(broker: Broker, conn: Connection, header:
     if BROKER in wanted:
         out.append({"resource_name": node, "resource_type": BROKER})
     if TOPIC in wanted:
-        out += [{"resource_name": name, "resource_type": TOPIC} for name in broker.log_manager.topics]
+        out += [{"resource_name": name, "resource_type": TOPIC} for name in broker.metadata.topics]
     if CLIENT_METRICS in wanted:
         out += client_metrics
     return {"throttle_time": 0, "error_code": errors.NONE, "config_resources": out}

@@ -23,11 +23,11 @@ from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
     UNSUPPORTED_ENDPOINT_TYPE,
 )
 from kafka_sidecar.protocol.framing import RequestHeader
-from kafka_sidecar.storage.log_manager import InvalidTopicError, validate_topic_name
+from kafka_sidecar.protocol.topic import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
 
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
-from .metadata import AUTHORIZED_OPERATIONS_OMITTED, INTERNAL_TOPICS
+from .metadata import AUTHORIZED_OPERATIONS_OMITTED
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -111,12 +111,11 @@ def _invalid_request(request: Any) -> dict[str, Any]:
 
 
 async def handle_describe_topic_partitions(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    lm = broker.log_manager
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     fetch_all = not request.topics
     if fetch_all:
-        names = {n for n in list(lm.topics) if n >= cursor_topic}
+        names = {n for n in list(broker.metadata.topics) if n >= cursor_topic}
     else:
         names = {t.name for t in request.topics if t.name >= cursor_topic}
         if cursor is not None and cursor.topic_name not in names:
@@ -140,7 +139,7 @@ async def handle_describe_topic_partitions(broker: Broker, conn: Connection, hea
         if remaining <= 0:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
-        info = lm.topics.get(name)
+        info = broker.metadata.topics.get(name)
         if info is None:
             if not fetch_all:
                 try:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.protocol.topic import InvalidTopicError, validate_topic_name
 from kafka_sidecar.storage.log_config import (
     CONFIG_TYPE_IDS,
     DESCRIBE_ORDER,
@@ -51,7 +52,6 @@ from kafka_sidecar.storage.log_config import (
     validate_topic_config_set,
     validate_topic_configs,
 )
-from kafka_sidecar.storage.log_manager import InvalidTopicError, validate_topic_name
 
 from .. import group_configs
 from ..broker_config_defs import BROKER_CONFIG_DEFS
@@ -249,8 +249,7 @@ def broker_layers(broker: Broker) -> Layers:
     }
     for k, v in implied.items():
         static.setdefault(k, v)
-    lm = broker.log_manager
-    return Layers(lm.broker_dynamic_configs(str(broker.node_id)), lm.broker_dynamic_configs(""), static, _DEFAULTS)
+    return Layers(broker.dynamic_config.get(str(broker.node_id)), broker.dynamic_config.get(""), static, _DEFAULTS)
 
 
 # ---- DescribeConfigs -------------------------------------------------------------------------
@@ -325,7 +324,7 @@ def _describe(broker: Broker, resource: Any, include_synonyms: bool, include_doc
         except InvalidTopicError as e:
             raise ApiError(errors.INVALID_TOPIC_EXCEPTION, str(e)) from None
         lm = broker.log_manager
-        info = lm.topics.get(name)
+        info = broker.metadata.topics.get(name)
         if info is None:
             raise ApiError(errors.UNKNOWN_TOPIC_OR_PARTITION, "")
         config = lm.log_config(info)
@@ -429,7 +428,7 @@ def _check_topic(broker: Broker, name: str, new_configs: Mapping[str, str]) -> d
         validate_topic_config_set(parsed, lm.broker_log_defaults)
     except ConfigError as e:
         raise ApiError(errors.INVALID_CONFIG, str(e)) from None
-    if name not in lm.topics:
+    if name not in broker.metadata.topics:
         raise ApiError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     return parsed
 
@@ -617,7 +616,7 @@ async def _alter_locked(broker: Broker, conn: Connection, header: RequestHeader,
                     props = {c.name: c.value for c in r.configs}
                 _validate_broker_configs(broker, props, bool(name), layers)
                 if not validate_only:
-                    await broker.run_blocking(lm.set_broker_dynamic_configs, scope, props)
+                    await broker.run_blocking(broker.dynamic_config.set, scope, props)
             elif rtype == CLIENT_METRICS:  # server/telemetry/
                 await alter_client_metrics(broker, name, r.configs, incremental, validate_only, ApiError)
             elif rtype == GROUP:  # server/group_configs.py
@@ -626,14 +625,14 @@ async def _alter_locked(broker: Broker, conn: Connection, header: RequestHeader,
                 except group_configs.GroupResourceError as e:
                     raise ApiError(e.code, e.message) from None
             else:
-                info = lm.topics.get(name)
+                info = broker.metadata.topics.get(name)
                 current = _topic_config_strings(info.configs) if info is not None else {}
                 if incremental:
                     configs = _incremental_topic_configs(current, [(c.name, c.config_operation, c.value) for c in r.configs])
                 else:
                     configs = {c.name: c.value for c in r.configs}
                 parsed = _check_topic(broker, name, configs)
-                if not validate_only and parsed != lm.topics[name].configs:
+                if not validate_only and parsed != broker.metadata.topics[name].configs:
                     await broker.run_blocking(lm.alter_topic_configs, name, parsed)
         except ApiError as e:
             log.info("%s %s %r refused: error %d %s", "IncrementalAlterConfigs" if incremental else "AlterConfigs",

@@ -1,11 +1,16 @@
-"""Fetch (API 1, v4-18): read from segments, long-poll for min_bytes, send with sendfile.
+"""Fetch (API 1, v4-18): fetch sessions, read from segments, long-poll for min_bytes, send with sendfile.
 
-Follows Kafka's ReplicaManager.readFromLog: partitions are read in request
-order within the response ``max_bytes``; the first partition that returns data
-may exceed the limits by its first batch (so a consumer can always progress).
-At READ_COMMITTED (isolation_level 1) a partition is read only below its last stable
-offset, and its answer lists the aborted transactions of the range read. Fetch sessions are not kept: the answer carries session id 0 (KIP-227's "no
-session"), so clients send full fetch requests.
+Follows Kafka's KafkaApis.handleFetchRequest and ReplicaManager.readFromLog. The request's
+session id and epoch pick a context first (server/fetch_session.py, KIP-227): a full fetch
+(epoch 0) is answered for every partition it names and opens an incremental session if the
+cache has room; an incremental one (the session's next epoch) updates the session's partitions
+and reads all of them, answering only those that changed; epoch -1 (and v4-6, which have no
+session fields) fetches without a session. Partitions are read in the context's order within
+the response ``max_bytes``; the first partition that returns data may exceed the limits by its
+first batch (so a consumer can always progress). Partitions refused before reading (unknown
+topic id, no READ, unknown topic or partition) come after the partitions read, as Kafka's answer
+has them. At READ_COMMITTED (isolation_level 1) a partition is read only below its last stable
+offset, and its answer lists the aborted transactions of the range read.
 v18's partition ``HighWatermark`` (the high watermark a replica knows) is for follower fetches:
 a consumer's fetch is answered as at v17, as Kafka does.
 """
@@ -22,6 +27,7 @@ from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import ms
 from kafka_sidecar.storage.log import OffsetOutOfRangeError
 
+from ..fetch_session import CachedPartition, FetchContext, PartitionKey, Result, SessionIdOutOfRange
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
 
@@ -30,106 +36,204 @@ if TYPE_CHECKING:
     from ..connection import Connection
 
 
-def _read_all(broker: Broker, version: int, request: Any, readable: set[str] | None = None,
-              max_bytes: int | None = None) -> tuple[list[FetchTopic], int, bool, list[tuple[str, int]]]:
-    """One pass over the requested partitions: (topics, bytes, any error, partitions read).
+def _fetch_data(version: int, request: Any, topics_by_id: dict[Any, Any]) -> tuple[dict[PartitionKey, CachedPartition], list[PartitionKey]]:
+    """The request's partitions (FetchRequest.fetchData: one per partition, in request order) and
+    its forgotten partitions, keyed by topic id at v13+ and by topic name below."""
+    data: dict[PartitionKey, CachedPartition] = {}
+    if version >= 13:
+        for t in request.topics:
+            tid = t.topic_id
+            info = topics_by_id.get(tid)
+            name = info.name if info is not None else None
+            tkey = tid.int if tid is not None else 0
+            for p in t.partitions:
+                index = p.partition
+                key = (tkey, index)
+                data[key] = CachedPartition(key, name, tid, index, p.partition_max_bytes, p.fetch_offset)
+        forget = [(t.topic_id.int if t.topic_id is not None else 0, p) for t in request.forgotten_topics_data for p in t.partitions]
+        return data, forget
+    for t in request.topics:
+        name = t.topic
+        for p in t.partitions:
+            index = p.partition
+            key = (name, index)
+            data[key] = CachedPartition(key, name, None, index, p.partition_max_bytes, p.fetch_offset)
+    forget = [(t.topic, p) for t in getattr(request, "forgotten_topics_data", ()) for p in t.partitions]
+    return data, forget
+
+
+def _replica_id(version: int, request: Any) -> int:
+    return request.replica_state.replica_id if version >= 15 else request.replica_id
+
+
+_NO_TOPIC = object()
+
+
+def _read_all(broker: Broker, ctx: FetchContext, uses_ids: bool, read_committed: bool, readable: set[str] | None,
+              max_bytes: int) -> tuple[list[Result], int, bool, list[tuple[str, int]]]:
+    """One pass over the context's partitions: (results, bytes, a read failed, partitions read).
     ``readable``: the topics the client may READ (None: all), the others get TOPIC_AUTHORIZATION_FAILED.
-    ``max_bytes``: the request's, lowered to what the client's fetch quota allows in a window."""
+    ``max_bytes``: the request's, lowered to what the client's fetch quota allows in a window.
+    An incremental context's unchanged partitions (no records, the high watermark and log start
+    offset it last answered) are left out here already: its answer would drop them."""
     lm = broker.log_manager
+    logs = lm.logs
+    topics_by_id = broker.metadata.topics_by_id
     rm = broker.replica_manager
-    read_committed = getattr(request, "isolation_level", 0) == 1
-    if max_bytes is None:
-        max_bytes = request.max_bytes
+    incremental = ctx.incremental
     limit = max_bytes if max_bytes > 0 else 2**31 - 1
     min_one = True
     total = 0
-    has_error = False
-    out: list[FetchTopic] = []
+    read_error = False
+    read: list[Result] = []
+    unknown_ids: list[Result] = []  # Kafka's erroneous partitions: unknown topic ids first,
+    refused: list[Result] = []  # then no READ / unknown topic or partition, in order
     tps: list[tuple[str, int]] = []
-    for t in request.topics:
-        topic_id = getattr(t, "topic_id", None)
-        if version >= 13:
-            info = lm.topics_by_id.get(topic_id)
-            name = info.name if info else ""
-            unknown = errors.UNKNOWN_TOPIC_ID
-        else:
-            name = t.topic
-            info = lm.topics.get(name)
-            unknown = errors.UNKNOWN_TOPIC_OR_PARTITION
-        ft = FetchTopic(name, topic_id if topic_id is not None else (info.topic_id if info else None), [])
-        out.append(ft)
-        for p in t.partitions:
-            if readable is not None and name not in readable and (info is not None or version < 13):
-                # Kafka checks READ after resolving a topic id and before the topic's existence.
-                ft.partitions.append(FetchPartition(p.partition, TOPIC_AUTHORIZATION_FAILED))
-                has_error = True
+    info: Any = None
+    last_id: Any = _NO_TOPIC  # partitions of a topic come together: one topic id lookup for them
+    for cp in ctx.partitions:
+        name = cp.topic
+        index = cp.partition
+        if uses_ids:
+            tid = cp.topic_id
+            if tid is not last_id:
+                info = topics_by_id.get(tid)
+                last_id = tid
+            if info is None:
+                if name is None:
+                    unknown_ids.append((cp, FetchPartition(index, errors.UNKNOWN_TOPIC_ID)))
+                    continue
+            elif name is None:
+                name = cp.topic = info.name  # a session's topic id this broker learnt since
+        if readable is not None and name not in readable:
+            refused.append((cp, FetchPartition(index, TOPIC_AUTHORIZATION_FAILED)))
+            continue
+        lg = logs.get((name, index))
+        if lg is None:
+            refused.append((cp, FetchPartition(index, errors.UNKNOWN_TOPIC_OR_PARTITION)))
+            continue
+        if uses_ids and info is None:
+            # The session's topic was deleted and another made under its name (ReplicaManager's topic id check).
+            read.append((cp, FetchPartition(index, errors.INCONSISTENT_TOPIC_ID, aborted_transactions=[] if read_committed else None)))
+            read_error = True
+            continue
+        tps.append((name, index))
+        offset = cp.fetch_offset
+        hw = lg.high_watermark
+        log_start = lg.log_start_offset
+        if incremental and offset == hw == cp.high_watermark and log_start == cp.local_log_start_offset:
+            # Caught up and nothing moved (a read at the log end finds nothing, at either
+            # isolation): the incremental answer leaves it out, so it is not read.
+            continue
+        aborted = [] if read_committed else None
+        try:
+            if read_committed:
+                # READ_COMMITTED (Kafka's FetchIsolation.TXN_COMMITTED): data only below the last
+                # stable offset, with the aborted transactions the fetched range overlaps.
+                lso, data, aborted_txns = rm.read_committed(lg, offset, min(cp.max_bytes, limit), min_one)
+                aborted = [(t.producer_id, t.first_offset) for t in aborted_txns]
+            else:
+                data = rm.read(lg, offset, min(cp.max_bytes, limit), min_one)
+                lso = lg.last_stable_offset
+        except OffsetOutOfRangeError:
+            # Kafka answers -1 for the watermarks of an out-of-range fetch.
+            read.append((cp, FetchPartition(index, errors.OFFSET_OUT_OF_RANGE, aborted_transactions=aborted)))
+            read_error = True
+            continue
+        if data is None or not data.size:
+            if incremental and hw == cp.high_watermark and log_start == cp.local_log_start_offset:
                 continue
-            lg = lm.get_log(name, p.partition) if info else None
-            if lg is None:
-                ft.partitions.append(FetchPartition(p.partition, unknown))
-                has_error = True
-                continue
-            tps.append((name, p.partition))
-            aborted = [] if read_committed else None
-            fp = FetchPartition(p.partition, errors.NONE, lg.high_watermark, lg.last_stable_offset, lg.log_start_offset, aborted_transactions=aborted)
-            try:
-                if read_committed:
-                    # READ_COMMITTED (Kafka's FetchIsolation.TXN_COMMITTED): data only below the last
-                    # stable offset, with the aborted transactions the fetched range overlaps.
-                    lso, data, aborted_txns = rm.read_committed(lg, p.fetch_offset, min(p.partition_max_bytes, limit), min_one)
-                    fp.last_stable_offset = lso
-                    fp.aborted_transactions = [(t.producer_id, t.first_offset) for t in aborted_txns]
-                else:
-                    data = rm.read(lg, p.fetch_offset, min(p.partition_max_bytes, limit), min_one)
-            except OffsetOutOfRangeError:
-                # Kafka answers -1 for the watermarks of an out-of-range fetch.
-                fp = FetchPartition(p.partition, errors.OFFSET_OUT_OF_RANGE, aborted_transactions=aborted)
-                has_error = True
-                data = None
-            if data is not None:
-                fp.records = data
-                total += data.size
-                limit = max(0, limit - data.size)
-                min_one = False
-            ft.partitions.append(fp)
-    return out, total, has_error, tps
+            read.append((cp, FetchPartition(index, errors.NONE, hw, lso, log_start, aborted_transactions=aborted)))
+            continue
+        read.append((cp, FetchPartition(index, errors.NONE, hw, lso, log_start, data, aborted_transactions=aborted)))
+        total += data.size
+        limit = max(0, limit - data.size)
+        min_one = False
+    if unknown_ids:
+        read += unknown_ids
+    if refused:
+        read += refused
+    return read, total, read_error, tps
+
+
+def _topics(results: list[Result]) -> list[FetchTopic]:
+    """The answer's topics: consecutive partitions of one topic together (FetchResponse.of keeps
+    the partitions' order, so a topic may appear more than once)."""
+    out: list[FetchTopic] = []
+    last_id: Any = _NO_TOPIC
+    last_name: Any = _NO_TOPIC
+    current: list[FetchPartition] = []
+    for cp, fp in results:
+        tid, name = cp.topic_id, cp.topic
+        if (tid is not last_id and tid != last_id) or (name is not last_name and name != last_name):
+            current = []
+            out.append(FetchTopic(name or "", tid, current))
+            last_id, last_name = tid, name
+        current.append(fp)
+    return out
+
+
+def _readable(broker: Broker, conn: Connection, header: RequestHeader, ctx: FetchContext, uses_ids: bool) -> set[str]:
+    """The topics of the context the client may READ (KafkaApis.handleFetchRequest), checked once per request."""
+    topics_by_id = broker.metadata.topics_by_id
+    names: set[str] = set()
+    for cp in ctx.partitions:
+        name = cp.topic
+        if name is None and uses_ids:
+            info = topics_by_id.get(cp.topic_id)
+            name = info.name if info is not None else None
+        if name is not None:
+            names.add(name)
+    return broker.authorizer.filter(conn, header, AclOperation.READ, ResourceType.TOPIC, sorted(names))
+
+
+def _failed_request(version: int, request: Any, code: int) -> list[Any]:
+    """FetchRequest.getErrorResponse: the top-level error, the request's session id, and below v13
+    the same error for every partition named."""
+    topics = [] if version >= 13 else [
+        FetchTopic(t.topic, None, [FetchPartition(p.partition, code) for p in t.partitions]) for t in request.topics]
+    return encode_fetch_response(version, topics, error_code=code, session_id=getattr(request, "session_id", 0))
 
 
 async def handle_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> list[Any]:
     version = header.api_version
     deadline = time.monotonic() + ms(request.max_wait) / 1000
-    readable = None
-    if broker.authorizer.enabled:
-        # READ on each topic (KafkaApis.handleFetchRequest), checked once per request.
-        lm = broker.log_manager
-        if version >= 13:
-            infos = [lm.topics_by_id.get(t.topic_id) for t in request.topics]
-            names = [i.name for i in infos if i is not None]
-        else:
-            names = [t.topic for t in request.topics]
-        readable = broker.authorizer.filter(conn, header, AclOperation.READ, ResourceType.TOPIC, names)
-    quotas = broker.client_quotas
-    if quotas.active:
-        return await _quota_fetch(broker, conn, header, request, readable, deadline)
+    uses_ids = version >= 13
+    fetch_data, to_forget = _fetch_data(version, request, broker.metadata.topics_by_id)
+    try:
+        # v4-6 carry no session fields: Kafka's FetchMetadata.LEGACY (no session, epoch -1).
+        ctx = broker.fetch_manager.new_context(version, getattr(request, "session_id", 0), getattr(request, "session_epoch", -1),
+                                               _replica_id(version, request) >= 0, fetch_data, to_forget)
+    except SessionIdOutOfRange:
+        return _failed_request(version, request, errors.UNKNOWN_SERVER_ERROR)
+    readable = _readable(broker, conn, header, ctx, uses_ids) if broker.authorizer.enabled else None
+    read_committed = request.isolation_level == 1
+    if broker.client_quotas.active:
+        return await _quota_fetch(broker, conn, header, request, ctx, readable, read_committed, deadline)
     while True:
-        topics, total, has_error, tps = _read_all(broker, version, request, readable)
+        results, total, read_error, tps = _read_all(broker, ctx, uses_ids, read_committed, readable, request.max_bytes)
         remaining = deadline - time.monotonic()
-        if total >= request.min_bytes or has_error or remaining <= 0 or not tps:
+        if total >= request.min_bytes or read_error or remaining <= 0 or not tps:
             break
         await broker.replica_manager.wait_for_data(tps, remaining)  # DelayedFetch
         if conn.writer.is_closing():
             raise asyncio.CancelledError
-    broker.metrics.record_fetch(conn, request.topics, topics)  # bytes/records out per topic (server/metrics.py)
-    return encode_fetch_response(version, topics, session_id=0)
+    error, session_id, sent = ctx.response(results)
+    topics = _topics(sent)
+    broker.metrics.record_fetch(conn, topics, ctx.fetch_data.values())  # bytes/records out per topic (server/metrics.py)
+    return encode_fetch_response(version, topics, error_code=error, session_id=session_id)
 
 
-async def _quota_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any,
-                       readable: set[str] | None, deadline: float) -> list[Any]:
+async def _quota_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any, ctx: FetchContext,
+                       readable: set[str] | None, read_committed: bool, deadline: float) -> list[Any]:
     """A fetch while client quotas are set (KafkaApis.handleFetchRequest): max_bytes lowered to
     what consumer_byte_rate allows in a window, the handler time and the response's bytes
     recorded; over quota the answer is empty with the throttle time, its bytes taken back, and
-    the connection muted for that long after it (KIP-219)."""
+    the connection muted for that long after it (KIP-219). A throttled answer leaves the fetch
+    session as the request left it (its partitions' last answered state unchanged, no new
+    session for a full fetch): the next request of the session gets what this one would have."""
     version = header.api_version
+    uses_ids = version >= 13
     quotas = broker.client_quotas
     window_max = quotas.fetch_max_bytes(conn.principal, header.client_id)
     max_bytes = request.max_bytes if window_max >= request.max_bytes else max(int(window_max), 0)
@@ -137,20 +241,25 @@ async def _quota_fetch(broker: Broker, conn: Connection, header: RequestHeader, 
     thread_ns = 0
     while True:
         started = time.perf_counter_ns()
-        topics, total, has_error, tps = _read_all(broker, version, request, readable, max_bytes)
+        results, total, read_error, tps = _read_all(broker, ctx, uses_ids, read_committed, readable, max_bytes)
         thread_ns += time.perf_counter_ns() - started
         remaining = deadline - time.monotonic()
-        if total >= min_bytes or has_error or remaining <= 0 or not tps:
+        if total >= min_bytes or read_error or remaining <= 0 or not tps:
             break
         await broker.replica_manager.wait_for_data(tps, remaining)  # DelayedFetch
         if conn.writer.is_closing():
             raise asyncio.CancelledError
     started = time.perf_counter_ns()
-    parts = encode_fetch_response(version, topics, session_id=0)
+    # FetchContext.getResponseSize: the answer's size without updating the session.
+    error, session_id, sent = ctx.response(results, update=False)
+    parts = encode_fetch_response(version, _topics(sent), error_code=error, session_id=session_id)
     size = sum(len(p) if isinstance(p, bytes) else p.size for p in parts)
     throttle = quotas.throttle_fetch(conn.principal, header.client_id, size, thread_ns + time.perf_counter_ns() - started)
     if throttle:
         conn.throttle_until = time.monotonic() + throttle / 1000
-        return encode_fetch_response(version, [], throttle_ms=throttle, session_id=0)
-    broker.metrics.record_fetch(conn, request.topics, topics)  # bytes/records out per topic (server/metrics.py)
-    return parts
+        error, session_id = ctx.throttled_response()
+        return encode_fetch_response(version, [], throttle_ms=throttle, error_code=error, session_id=session_id)
+    error, session_id, sent = ctx.response(results)
+    topics = _topics(sent)
+    broker.metrics.record_fetch(conn, topics, ctx.fetch_data.values())  # bytes/records out per topic (server/metrics.py)
+    return encode_fetch_response(version, topics, error_code=error, session_id=session_id)

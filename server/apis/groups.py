@@ -232,7 +232,7 @@ class _TopicPartitionResults:
 
 def _partition_exists(broker: Broker, topic: str, partition: int) -> bool | None:
     """None if the topic is unknown, else whether the partition exists."""
-    info = broker.log_manager.topics.get(topic)
+    info = broker.metadata.topics.get(topic)
     if info is None:
         return None
     return 0 <= partition < info.partitions
@@ -243,7 +243,7 @@ def _request_topic_names(broker: Broker, topics: Any, by_id: bool) -> list[tuple
     (an unknown id gets the name ""), earlier versions by name (topic id None)."""
     if not by_id:
         return [(t.name, None) for t in topics]
-    known = broker.log_manager.topics_by_id
+    known = broker.metadata.topics_by_id
     return [(known[t.topic_id].name if t.topic_id in known else "", t.topic_id) for t in topics]
 
 
@@ -273,7 +273,7 @@ async def handle_offset_commit(broker: Broker, conn: Connection, header: Request
             for p in t.partitions:
                 builder.add(name, p.partition_index, TOPIC_AUTHORIZATION_FAILED, topic_id)
             continue
-        if broker.log_manager.topics.get(name) is None:
+        if broker.metadata.topics.get(name) is None:
             for p in t.partitions:
                 builder.add(name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION, topic_id)
             continue
@@ -333,7 +333,7 @@ def _fetch_group(broker: Broker, conn: Connection, header: RequestHeader, group_
         describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _ in result])
         result = [(t, rows) for t, rows in result if t in describable]
     def topic_id(name: str) -> Any:
-        info = broker.log_manager.topics.get(name) if by_id else None
+        info = broker.metadata.topics.get(name) if by_id else None
         return info.topic_id if info is not None else None
 
     out = [{"name": t, "topic_id": topic_id(t), "partitions": rows} for t, rows in result]
@@ -375,7 +375,7 @@ async def handle_offset_delete(broker: Broker, conn: Connection, header: Request
             for p in t.partitions:
                 builder.add(t.name, p.partition_index, TOPIC_AUTHORIZATION_FAILED)
             continue
-        if broker.log_manager.topics.get(t.name) is None:
+        if broker.metadata.topics.get(t.name) is None:
             for p in t.partitions:
                 builder.add(t.name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION)
             continue

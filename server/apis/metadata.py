@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
-from kafka_sidecar.storage.log_manager import InvalidTopicError, TopicInfo, validate_topic_name
+from kafka_sidecar.protocol.topic import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
+from kafka_sidecar.storage.topic_registry import TopicInfo
 
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
@@ -21,7 +22,6 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 # Authorized-operations fields come from broker.authorizer.authorized_operations: without an
 # authorizer every operation a resource supports (AclEntry.supportedOperations), as Kafka reports
 # them (TOPIC 3576, CLUSTER 8096), else the ones its ACLs allow.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def topic_metadata(broker: Broker, info: TopicInfo) -> dict[str, Any]:
@@ -69,9 +69,8 @@ def _valid_name(name: str) -> bool:
 async def _named_topics(broker: Broker, names: list[str], allow_auto: bool) -> list[dict[str, Any]]:
     """Kafka's KafkaApis.getTopicMetadata: the topics that exist (in request order), then the
     others: with auto-creation, invalid names (17) before the ones being created (3)."""
-    lm = broker.log_manager
-    found = [topic_metadata(broker, lm.topics[n]) for n in names if n in lm.topics]
-    missing = [n for n in names if n not in lm.topics]
+    found = [topic_metadata(broker, broker.metadata.topics[n]) for n in names if n in broker.metadata.topics]
+    missing = [n for n in names if n not in broker.metadata.topics]
     if not allow_auto:
         return found + [
             _error_topic(n, errors.UNKNOWN_TOPIC_OR_PARTITION if _valid_name(n) else errors.INVALID_TOPIC_EXCEPTION)
@@ -101,7 +100,6 @@ async def handle_metadata(broker: Broker, conn: Connection, header: RequestHeade
     """KafkaApis.handleTopicMetadataRequest: topics the client may not DESCRIBE are left out of an
     all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (without their id, or
     without their name when asked by id); auto-creation needs CREATE on the cluster or the topic."""
-    lm = broker.log_manager
     az = broker.authorizer
     version = header.api_version
     requested = request.topics
@@ -117,7 +115,7 @@ async def handle_metadata(broker: Broker, conn: Connection, header: RequestHeade
     all_topics = requested is None or (version == 0 and not requested)
     unauthorized: list[dict[str, Any]] = []
     if all_topics:
-        infos = list(lm.topics.values())
+        infos = list(broker.metadata.topics.values())
         if az.enabled:
             # Topics the client may not describe are left out (and their denial not logged).
             allowed = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [i.name for i in infos], log_denied=False)
@@ -127,8 +125,8 @@ async def handle_metadata(broker: Broker, conn: Connection, header: RequestHeade
     elif topic_ids:
         # By topic id (v12+): the unknown ids first, then the topics the known ones name.
         ids = list(dict.fromkeys(topic_ids))
-        unknown = [_error_topic(None, errors.UNKNOWN_TOPIC_ID, i) for i in ids if i not in lm.topics_by_id]
-        known = [lm.topics_by_id[i] for i in ids if i in lm.topics_by_id]
+        unknown = [_error_topic(None, errors.UNKNOWN_TOPIC_ID, i) for i in ids if i not in broker.metadata.topics_by_id]
+        known = [broker.metadata.topics_by_id[i] for i in ids if i in broker.metadata.topics_by_id]
         if az.enabled:
             allowed = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [i.name for i in known])
             # Topic ids are not secret: the id is answered, the name is not.
@@ -144,7 +142,7 @@ async def handle_metadata(broker: Broker, conn: Connection, header: RequestHeade
             denied_describe = [n for n in names if n not in allowed]
             names = [n for n in names if n in allowed]
             denied_create: list[str] = []
-            missing = [n for n in names if n not in lm.topics]
+            missing = [n for n in names if n not in broker.metadata.topics]
             if allow_auto and missing and not az.authorize_cluster(conn, header, AclOperation.CREATE, log_denied=False):
                 creatable = az.filter(conn, header, AclOperation.CREATE, ResourceType.TOPIC, missing)
                 denied_create = [n for n in missing if n not in creatable]

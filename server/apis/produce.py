@@ -177,7 +177,7 @@ def _topic_names(broker: Broker, request: Any, version: int) -> list[str | None]
     """Each request topic's name: by name before v13, by topic id from v13 (None: no such id)."""
     if version < 13:
         return [t.name for t in request.topic_data]
-    by_id = broker.log_manager.topics_by_id
+    by_id = broker.metadata.topics_by_id
     return [by_id[t.topic_id].name if t.topic_id in by_id else None for t in request.topic_data]
 
 

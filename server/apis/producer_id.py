@@ -52,5 +52,5 @@ async def handle_init_producer_id(broker: Broker, conn: Connection, header: Requ
         return {"throttle_time": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}
     # Without a transactional id Kafka ignores any producer id/epoch sent (v3+) and
     # hands out a fresh id with epoch 0; v0-v2 requests have no such fields at all.
-    producer_id = await broker.run_blocking(broker.log_manager.allocate_producer_id)
+    producer_id = await broker.run_blocking(broker.producer_ids.allocate)
     return {"throttle_time": 0, "error_code": errors.NONE, "producer_id": producer_id, "producer_epoch": 0}

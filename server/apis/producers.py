@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.protocol.topic import InvalidTopicError, validate_topic_name
 from kafka_sidecar.storage.log import Log
-from kafka_sidecar.storage.log_manager import InvalidTopicError, validate_topic_name
 
 from ..security.acls import AclOperation, ResourceType
 
@@ -57,7 +57,7 @@ async def handle_describe_producers(broker: Broker, conn: Connection, header: Re
             error = (errors.INVALID_TOPIC_EXCEPTION, str(e))
         if error is None and az.enabled and not az.authorize(conn, header, AclOperation.READ, ResourceType.TOPIC, t.name):
             error = (errors.TOPIC_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED_MESSAGE)
-        if error is None and t.name not in lm.topics:
+        if error is None and t.name not in broker.metadata.topics:
             error = (errors.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_MESSAGE)
         parts = []
         for index in t.partition_indexes:

@@ -10,6 +10,7 @@ carries the batches read and the acquired ranges; the client hands out only acqu
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import time
 import uuid
@@ -18,13 +19,21 @@ from typing import TYPE_CHECKING, Any
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import ms
+from kafka_sidecar.protocol.record_batch import batch_extents as _batches
 
 from ..features import share_groups_enabled
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import GROUP_AUTHORIZATION_FAILED
 from ..share import offsets as share_offsets
 from ..share.coordinator import ShareCoordinator
-from ..share.session import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
+from ..share.session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SHARE_SESSION_EPOCH,
+    SHARE_SESSION_LIMIT_REACHED,
+    ShareSession,
+    ShareSessionError,
+)
 from .groups import _client_host
 
 if TYPE_CHECKING:
@@ -33,8 +42,6 @@ if TYPE_CHECKING:
 
 # ShareFetch's share_acquire_mode: 0 batch_optimized (max_records a soft limit), 1 record_limit.
 RECORD_LIMIT_MODE = 1
-_BATCH_HEAD = struct.Struct(">qi")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 _PRODUCER_ID = struct.Struct(">q")
 
@@ -93,34 +100,78 @@ async def handle_share_group_describe(broker: Broker, conn: Connection, header: 
 # ---- ShareFetch (78), ShareAcknowledge (79) ----------------------------------------------------
 
 
-def _batches(data: bytes) -> list[tuple[int, int, int, int]]:
-    """(base offset, last offset, start, end) of each whole record batch in ``data``."""
-    out = []
-    pos = 0
-    while pos + 27 <= len(data):
-        base, length = _BATCH_HEAD.unpack_from(data, pos)
-        end = pos + 12 + length
-        if end > len(data):
-            break
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
-        out.append((base, base + delta, pos, end))
-        pos = end
-    return out
+def _session_error(code: int, message: str | None = None) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": code, "error_message": message, "acquisition_lock_timeout": 0,
+            "responses": [], "node_endpoints": []}
 
 
-def _session_error(code: int) -> dict[str, Any]:
-    return {"throttle_time": 0, "error_code": code, "acquisition_lock_timeout": 0, "responses": [], "node_endpoints": []}
+_Key = tuple[uuid.UUID, int]
 
 
-def _acknowledge(coordinator: ShareCoordinator, group_id: str, member_id: str, topics: Any) -> dict[tuple[uuid.UUID, int], int]:
-    """The acknowledgement batches of a request, applied: error per (topic id, partition)."""
-    out: dict[tuple[uuid.UUID, int], int] = {}
+class _TopicReadCheck:
+    """READ on each topic, asked once per topic name and request (Kafka's filterByAuthorized)."""
+
+    def __init__(self, broker: Broker, conn: Connection, header: RequestHeader) -> None:
+        self.broker, self.conn, self.header = broker, conn, header
+        self.seen: dict[str, bool] = {}
+
+    def __call__(self, topic: str) -> bool:
+        ok = self.seen.get(topic)
+        if ok is None:
+            ok = self.seen[topic] = self.broker.authorizer.authorize(self.conn, self.header, AclOperation.READ,
+                                                                     ResourceType.TOPIC, topic)
+        return ok
+
+
+def _partition_exists(broker: Broker, topic_id: uuid.UUID, partition: int) -> bool:
+    info = broker.metadata.topics_by_id.get(topic_id)
+    return info is not None and 0 <= partition < info.partitions
+
+
+def _valid_batches(batches: list[tuple[int, int, list[int]]], version: int, is_renew_ack: bool) -> bool:
+    """Kafka's KafkaApis.validateAcknowledgementBatches: ordered ranges, one type per range or
+    per offset, known types (RENEW from v2, and only in a renew request)."""
+    previous = -1
+    max_type = 4 if version >= 2 else 3
+    for first, last, types in batches:
+        if first > last or first < previous or not types:
+            return False
+        if len(types) > 1 and last - first != len(types) - 1:
+            return False
+        if any(t < 0 or t > max_type for t in types) or (not is_renew_ack and 4 in types):
+            return False
+        previous = last
+    return True
+
+
+def _acknowledge(broker: Broker, group_id: str, member_id: str, topics: Any, version: int, is_renew_ack: bool,
+                 may_read: _TopicReadCheck) -> dict[_Key, int]:
+    """Every partition of the request's topics, its acknowledgements applied: error per
+    (topic id, partition), checked in Kafka's order (KafkaApis.handleAcknowledgements): an
+    unknown topic id (a deleted topic) UNKNOWN_TOPIC_ID, malformed batches INVALID_REQUEST, no
+    READ TOPIC_AUTHORIZATION_FAILED, no such partition UNKNOWN_TOPIC_OR_PARTITION, no batches
+    NONE, else the share-partition's answer."""
+    coordinator = _coordinator(broker)
+    by_id = broker.metadata.topics_by_id
+    out: dict[_Key, int] = {}
     for t in topics:
+        info = by_id.get(t.topic_id)
         for p in t.partitions:
-            if not p.acknowledgement_batches:
+            key = (t.topic_id, p.partition_index)
+            if info is None:
+                out[key] = errors.UNKNOWN_TOPIC_ID
                 continue
             batches = [(b.first_offset, b.last_offset, [int(x) for x in b.acknowledge_types]) for b in p.acknowledgement_batches]
-            out[(t.topic_id, p.partition_index)] = coordinator.acknowledge(group_id, member_id, t.topic_id, p.partition_index, batches)
+            if not _valid_batches(batches, version, is_renew_ack):
+                out[key] = errors.INVALID_REQUEST
+            elif not may_read(info.name):
+                out[key] = errors.TOPIC_AUTHORIZATION_FAILED
+            elif not _partition_exists(broker, t.topic_id, p.partition_index):
+                out[key] = errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif not batches:
+                out[key] = errors.NONE
+            else:
+                out[key] = coordinator.acknowledge(group_id, member_id, t.topic_id, p.partition_index, batches)
     return out
 
 
@@ -134,24 +185,30 @@ def _partition_answer(partition: int, error: int = 0, ack_error: int = 0, record
                                  for a in acquired or []]}
 
 
-def _fetch_once(broker: Broker, session: ShareSession, max_records: int, max_bytes: int,
-                record_limit: bool) -> dict[tuple[uuid.UUID, int], dict[str, Any]]:
-    """One pass over the session's partitions: read and acquire. Answers only for partitions
-    with acquired records or an error."""
+def _fetch_pass(broker: Broker, session: ShareSession, keys: list[_Key], budget: list[int],
+                record_limit: bool) -> dict[_Key, dict[str, Any]]:
+    """Read and acquire on ``keys`` (Kafka's DelayedShareFetch over the partitions whose fetch
+    lock it got): an answer for each partition that may acquire more, with the records acquired
+    (none when there were none to acquire). ``budget`` is [records left, bytes]: the records are
+    counted down over the partitions (ShareFetchUtils.processFetchResponse), the bytes shared
+    evenly between them (PartitionMaxBytesStrategy UNIFORM)."""
     coordinator = _coordinator(broker)
-    coordinator.expire_locks()
-    out: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
-    for topic_id, partition in session.partitions:
-        if max_records <= 0 or max_bytes <= 0:
-            break
-        info = broker.log_manager.topics_by_id.get(topic_id)
+    out: dict[_Key, dict[str, Any]] = {}
+    lockable = []
+    for topic_id, partition in keys:
+        sp = coordinator.share_partition(session.group_id, topic_id, partition)
+        if sp is not None and sp.can_acquire():
+            lockable.append((topic_id, partition, sp))
+    if not lockable:
+        return out
+    per_partition = max(1, budget[1] // len(lockable))
+    for topic_id, partition, sp in lockable:
+        answer = out[(topic_id, partition)] = _partition_answer(partition)
+        if budget[0] <= 0:
+            continue
+        info = broker.metadata.topics_by_id.get(topic_id)
         lg = broker.replica_manager.get_log(info.name, partition) if info is not None else None
         if lg is None:
-            code = errors.UNKNOWN_TOPIC_ID if info is None else errors.UNKNOWN_TOPIC_OR_PARTITION
-            out[(topic_id, partition)] = _partition_answer(partition, code)
-            continue
-        sp = coordinator.share_partition(session.group_id, topic_id, partition)
-        if sp is None or not sp.can_acquire():
             continue
         offset = max(sp.next_fetch_offset(), lg.log_start_offset)
         aborted: list[Any] = []
@@ -160,11 +217,11 @@ def _fetch_once(broker: Broker, session: ShareSession, max_records: int, max_byt
             # aborted transactions are archived, never delivered (Kafka's ShareFetchUtils).
             if offset >= lg.last_stable_offset:
                 continue
-            _, data, aborted = broker.replica_manager.read_committed(lg, offset, max_bytes, True)
+            _, data, aborted = broker.replica_manager.read_committed(lg, offset, per_partition, True)
         else:
             if offset >= lg.high_watermark:
                 continue
-            data = broker.replica_manager.read(lg, offset, max_bytes, True)
+            data = broker.replica_manager.read(lg, offset, per_partition, True)
         if data is None:
             continue
         raw = data.read()
@@ -172,7 +229,7 @@ def _fetch_once(broker: Broker, session: ShareSession, max_records: int, max_byt
         now = int(time.time() * 1000)
         if aborted:
             sp.archive(_aborted_ranges(raw, batches, aborted))
-        acquired = sp.acquire(session.member_id, [(b, last) for b, last, _, _ in batches], max_records, now,
+        acquired = sp.acquire(session.member_id, [(b, last) for b, last, _, _ in batches], budget[0], now,
                               record_limit=record_limit)
         # Archived gaps are written; an acquisition, or a start offset just resolved, is not (as Kafka).
         coordinator.persister.write((session.group_id, topic_id, partition), sp, states_only=True)
@@ -180,11 +237,35 @@ def _fetch_once(broker: Broker, session: ShareSession, max_records: int, max_byt
             continue
         first, last = acquired[0].first_offset, acquired[-1].last_offset
         kept = [(s, e) for b, lst, s, e in batches if lst >= first and b <= last]
-        records = raw[kept[0][0]:kept[-1][1]]
-        max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
-        max_bytes -= len(records)
-        out[(topic_id, partition)] = _partition_answer(partition, records=records, acquired=acquired)
+        answer["records"] = raw[kept[0][0]:kept[-1][1]]
+        answer["acquired_records"] = _partition_answer(partition, acquired=acquired)["acquired_records"]
+        budget[0] -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
     return out
+
+
+def _has_records(answers: dict[_Key, dict[str, Any]]) -> bool:
+    return any(a["acquired_records"] for a in answers.values())
+
+
+def _fetch_once(broker: Broker, session: ShareSession, keys: list[_Key], max_records: int, max_bytes: int,
+                record_limit: bool) -> dict[_Key, dict[str, Any]]:
+    """One attempt at the fetch. Share-partitions not loaded yet are loaded now, and as in Kafka
+    (SharePartition.maybeInitialize completes one partition at a time, and the delayed fetch
+    completes as soon as a loaded partition has data) the answer then carries the partitions
+    loaded before this request and those loaded up to the first that had records."""
+    coordinator = _coordinator(broker)
+    coordinator.expire_locks()
+    group = session.group_id
+    loaded = [k for k in keys if (group, *k) in coordinator.loaded]
+    loading = [k for k in keys if (group, *k) not in coordinator.loaded]
+    coordinator.loaded.update((group, *k) for k in loading)
+    budget = [max_records, max_bytes]
+    answers = _fetch_pass(broker, session, loaded, budget, record_limit)
+    for key in loading:
+        if _has_records(answers):
+            break
+        answers.update(_fetch_pass(broker, session, [key], budget, record_limit))
+    return answers
 
 
 def _aborted_ranges(raw: bytes, batches: list[tuple[int, int, int, int]], aborted: list[Any]) -> list[tuple[int, int]]:
@@ -221,48 +302,117 @@ async def _check_share_request(broker: Broker, conn: Connection, header: Request
     return None
 
 
+def _rotated(keys: list[_Key], epoch: int) -> list[_Key]:
+    """Kafka's PartitionRotateStrategy ROUND_ROBIN: the session's partitions start at
+    epoch % count, so each fetch begins at another partition."""
+    if len(keys) <= 1 or epoch < 1:
+        return keys
+    at = epoch % len(keys)
+    return keys[at:] + keys[:at]
+
+
+def _renew_problem(request: Any) -> str | None:
+    """A renew-acknowledgement ShareFetch (v2 is_renew_ack) must not ask for records."""
+    message = "".join(f"{name} must be set to 0, " for name, value in (
+        ("maxBytes", request.max_bytes), ("minBytes", request.min_bytes), ("maxRecords", request.max_records),
+        ("maxWaitMs", ms(request.max_wait))) if value != 0)
+    return message + "if isRenewAck is true." if message else None
+
+
+def _connection_watch(coordinator: ShareCoordinator, conn: Connection) -> object:
+    """The connection's identity for share sessions; its closing releases them."""
+    hooks = getattr(conn, "close_callbacks", None)  # None for the in-process callers of tests
+    if hooks is not None:
+        hooks["share-sessions"] = lambda: coordinator.connection_closed(conn)
+    return conn
+
+
 async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    """KafkaApis.handleShareFetchRequest: the share session (newContext), the piggy-backed
+    acknowledgements, the fetch over the session's partitions, and with epoch -1 the session
+    released after the acknowledgements."""
     coordinator = _coordinator(broker)
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
     refused = await _check_share_request(broker, conn, header, group_id, member_id)
     if refused is not None:
         return refused
+    renew = header.api_version >= 2 and bool(getattr(request, "is_renew_ack", False))
+    if renew and (problem := _renew_problem(request)) is not None:
+        return _session_error(errors.INVALID_REQUEST, problem)
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
-    if epoch == INITIAL_EPOCH:
-        if has_acks:
-            return _session_error(errors.INVALID_REQUEST)
-        session = coordinator.sessions.open(group_id, member_id)
-    else:
-        code, found = coordinator.sessions.check(group_id, member_id, epoch)
-        if found is None:
-            return _session_error(code)
-        session = found
-    ack_errors = _acknowledge(coordinator, group_id, member_id, request.topics)
-    answers: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
-    if epoch == FINAL_EPOCH:
-        coordinator.release_session(group_id, member_id)
-    else:
-        for t in request.forgotten_topics_data:
-            for p in t.partitions:
-                session.partitions.pop((t.topic_id, p), None)
-        for t in request.topics:
-            for p in t.partitions:
-                session.partitions[(t.topic_id, p.partition_index)] = None
-        max_records = request.max_records if request.max_records > 0 else 500
+    by_id = broker.metadata.topics_by_id
+    fetch_data = [((t.topic_id, p.partition_index), by_id[t.topic_id].name if t.topic_id in by_id else None)
+                  for t in request.topics for p in t.partitions]
+    forget = [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
+    try:
+        if epoch == FINAL_EPOCH:
+            session = coordinator.sessions.existing(group_id, member_id)
+        elif epoch == INITIAL_EPOCH:
+            if has_acks:
+                return _session_error(errors.INVALID_REQUEST)
+            session = coordinator.sessions.create(group_id, member_id, fetch_data, _connection_watch(coordinator, conn),
+                                                  coordinator.max_share_sessions())
+        else:
+            session = coordinator.sessions.subsequent(group_id, member_id, epoch)
+            session.update(fetch_data, forget)
+    except ShareSessionError as e:
+        if e.code == SHARE_SESSION_LIMIT_REACHED:
+            await asyncio.sleep(ms(request.max_wait) / 1000)
+        return _session_error(e.code)
+    may_read = _TopicReadCheck(broker, conn, header)
+    ack_errors = _acknowledge(broker, group_id, member_id, request.topics, header.api_version, renew, may_read) \
+        if has_acks else {}
+    answers: dict[_Key, dict[str, Any]] = {}
+    if epoch != FINAL_EPOCH and not renew:
+        # The partitions fetched: the request's (a new session) or the session's, rotated.
+        keys = [k for k, _ in fetch_data] if epoch == INITIAL_EPOCH else _rotated(list(session.partitions), epoch)
+        interested = []
+        for key in keys:
+            topic = session.partitions[key].topic if key in session.partitions else None
+            if topic is None:
+                answers[key] = _partition_answer(key[1], errors.UNKNOWN_TOPIC_ID)
+            elif not may_read(topic):
+                answers[key] = _partition_answer(key[1], errors.TOPIC_AUTHORIZATION_FAILED)
+            elif not _partition_exists(broker, *key):
+                answers[key] = _partition_answer(key[1], errors.UNKNOWN_TOPIC_OR_PARTITION)
+            else:
+                interested.append(key)
+        max_records, max_bytes = request.max_records, request.max_bytes
         record_limit = getattr(request, "share_acquire_mode", 0) == RECORD_LIMIT_MODE
-        answers = _fetch_once(broker, session, max_records, request.max_bytes, record_limit)
-        wait_ms = ms(request.max_wait)
-        if not answers and wait_ms > 0 and session.partitions:
-            # Wait for an append, or until the next acquisition lock expires, then try again.
-            deadline = coordinator.next_lock_deadline(group_id)
-            if deadline is not None:
-                wait_ms = max(0, min(wait_ms, deadline - int(time.time() * 1000) + 1))
-            tps = [(broker.log_manager.topics_by_id[t].name, p) for t, p in session.partitions if t in broker.log_manager.topics_by_id]
-            await broker.replica_manager.wait_for_data(tps, wait_ms / 1000)
-            if coordinator.sessions.get(group_id, member_id) is session:
-                answers = _fetch_once(broker, session, max_records, request.max_bytes, record_limit)
+        if interested and max_records > 0 and max_bytes > 0:
+            found = _fetch_once(broker, session, interested, max_records, max_bytes, record_limit)
+            wait_ms = ms(request.max_wait)
+            if not _has_records(found) and wait_ms > 0:
+                # Wait for an append, or until the next acquisition lock expires, then try again.
+                deadline = coordinator.next_lock_deadline(group_id)
+                if deadline is not None:
+                    wait_ms = max(0, min(wait_ms, deadline - int(time.time() * 1000) + 1))
+                tps = [(by_id[t].name, p) for t, p in interested if t in by_id]
+                await broker.replica_manager.wait_for_data(tps, wait_ms / 1000)
+                if coordinator.sessions.get(group_id, member_id) is session:
+                    found = _fetch_once(broker, session, interested, max_records, max_bytes, record_limit)
+            answers.update(found)
+        if epoch != INITIAL_EPOCH:
+            # A subsequent session's answer: only what changed (ShareSessionContext's iterator);
+            # a partition that returned records moves to the end of the session.
+            for key in list(answers):
+                cached = session.partitions.get(key)
+                has_records = bool(answers[key]["acquired_records"])
+                if cached is not None and not cached.must_respond(has_records, answers[key]["error_code"]):
+                    del answers[key]
+                elif has_records:
+                    session.move_to_end(key)
     for key, code in ack_errors.items():
         answers.setdefault(key, _partition_answer(key[1]))["acknowledge_error_code"] = code
+    if any(topic_id not in broker.metadata.topics_by_id for topic_id, _ in answers):
+        # Kafka 4.3.1 counts the bytes out of every topic of the answer by name, and a topic id
+        # it no longer knows (a deleted topic still in the session, or acknowledged) has none:
+        # the whole ShareFetch fails with UNKNOWN_SERVER_ERROR (after the session update and the
+        # acknowledgements, before a final epoch's release), until the client's session forgets
+        # the partition. Clients (librdkafka's 0181) expect that answer.
+        return _session_error(errors.UNKNOWN_SERVER_ERROR)
+    if epoch == FINAL_EPOCH:
+        coordinator.release_session(group_id, member_id)
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
     for (topic_id, _), answer in answers.items():
         by_topic.setdefault(topic_id, []).append(answer)
@@ -271,18 +421,26 @@ async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHe
 
 
 async def handle_share_acknowledge(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+    """KafkaApis.handleShareAcknowledgeRequest: the session's epoch (acknowledgeSessionUpdate:
+    0 is INVALID_SHARE_SESSION_EPOCH, -1 needs only the session), the acknowledgements, then with
+    epoch -1 the session released: the acknowledgements of a closing consumer are kept."""
     coordinator = _coordinator(broker)
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
     refused = await _check_share_request(broker, conn, header, group_id, member_id)
     if refused is not None:
         return refused
-    if epoch == INITIAL_EPOCH:
-        # ShareAcknowledge never opens a session (Kafka: INVALID_SHARE_SESSION_EPOCH).
-        return _session_error(123)
-    code, session = coordinator.sessions.check(group_id, member_id, epoch)
-    if session is None:
-        return _session_error(code)
-    ack_errors = _acknowledge(coordinator, group_id, member_id, request.topics)
+    try:
+        if epoch == INITIAL_EPOCH:
+            raise ShareSessionError(INVALID_SHARE_SESSION_EPOCH)
+        if epoch == FINAL_EPOCH:
+            coordinator.sessions.existing(group_id, member_id)
+        else:
+            coordinator.sessions.subsequent(group_id, member_id, epoch)
+    except ShareSessionError as e:
+        return _session_error(e.code)
+    renew = header.api_version >= 2 and bool(getattr(request, "is_renew_ack", False))
+    ack_errors = _acknowledge(broker, group_id, member_id, request.topics, header.api_version, renew,
+                              _TopicReadCheck(broker, conn, header))
     if epoch == FINAL_EPOCH:
         coordinator.release_session(group_id, member_id)
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.protocol.topic import InvalidTopicError, validate_topic_name
 from kafka_sidecar.storage.log_config import (
     TOPIC_CONFIGS,
     ConfigError,
     LogConfig,
     validate_topic_configs,
 )
-from kafka_sidecar.storage.log_manager import InvalidTopicError, new_kafka_uuid, validate_topic_name
+from kafka_sidecar.storage.metadata_files import new_kafka_uuid
 
 from ..groups.javaorder import JavaHashMap
 from ..security.acls import AclOperation, ResourceType
@@ -38,7 +39,7 @@ async def auto_create_topic(broker: Broker, name: str) -> int:
         validate_topic_name(name)
     except InvalidTopicError:
         return errors.INVALID_TOPIC_EXCEPTION
-    if name not in broker.log_manager.topics:
+    if name not in broker.metadata.topics:
         try:
             await broker.run_blocking(broker.log_manager.create_topic, name, broker.config.get("num.partitions"), {})
         except FileExistsError:
@@ -114,9 +115,9 @@ async def _create_one(broker: Broker, t: Any, validate_only: bool, describable: 
         result.update(error_code=code, error_message=message)
         return result
 
-    if t.name in lm.topics:
+    if t.name in broker.metadata.topics:
         return fail(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
-    if lm.is_being_deleted(t.name):  # its dirs are being renamed by a DeleteTopics in progress
+    if broker.metadata.is_being_deleted(t.name):  # its dirs are being renamed by a DeleteTopics in progress
         return fail(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' is marked for deletion.")
     try:
         validate_topic_name(t.name)
@@ -124,7 +125,7 @@ async def _create_one(broker: Broker, t: Any, validate_only: bool, describable: 
         return fail(errors.INVALID_TOPIC_EXCEPTION, str(e))
     if _has_collision_chars(t.name):
         normalized = t.name.replace(".", "_")
-        colliding = next((n for n in lm.topics if _has_collision_chars(n) and n.replace(".", "_") == normalized), None)
+        colliding = next((n for n in broker.metadata.topics if _has_collision_chars(n) and n.replace(".", "_") == normalized), None)
         if colliding is not None:
             return fail(errors.INVALID_TOPIC_EXCEPTION, f"Topic '{t.name}' collides with existing topic: {colliding}")
     null_configs = [c.name for c in t.configs if c.value is None]
@@ -230,7 +231,6 @@ async def handle_create_topics(broker: Broker, conn: Connection, header: Request
 
 
 async def handle_delete_topics(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    lm = broker.log_manager
     if hasattr(request, "topic_names"):
         wanted = [(name, None) for name in request.topic_names]
     else:
@@ -239,7 +239,7 @@ async def handle_delete_topics(broker: Broker, conn: Connection, header: Request
     describable = deletable = None
     if az.enabled and not az.authorize_cluster(conn, header, AclOperation.DELETE, log_denied=False):
         # ControllerApis.deleteTopics: DESCRIBE and DELETE on each topic (named, or named by its id).
-        names = [n if n is not None else getattr(lm.topics_by_id.get(i), "name", None) for n, i in wanted]
+        names = [n if n is not None else getattr(broker.metadata.topics_by_id.get(i), "name", None) for n, i in wanted]
         names = [n for n in names if n is not None]
         describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
         deletable = az.filter(conn, header, AclOperation.DELETE, ResourceType.TOPIC, names)
@@ -247,7 +247,7 @@ async def handle_delete_topics(broker: Broker, conn: Connection, header: Request
     responses = []
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
-            info = lm.topics_by_id.get(topic_id)
+            info = broker.metadata.topics_by_id.get(topic_id)
             if info is None:
                 responses.append({"name": None, "topic_id": topic_id, "error_code": errors.UNKNOWN_TOPIC_ID, "error_message": "Topic id does not exist"})
                 continue
@@ -261,7 +261,7 @@ async def handle_delete_topics(broker: Broker, conn: Connection, header: Request
             # Asked by name: the topic's existence is not disclosed.
             responses.append({"name": name, "topic_id": None, "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": denied})
             continue
-        info = lm.topics.get(name)
+        info = broker.metadata.topics.get(name)
         if info is not None and deletable is not None and name not in deletable:
             responses.append({"name": name, "topic_id": None, "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": denied})
             continue
@@ -310,7 +310,7 @@ class _PartitionsError(Exception):
 def _check_new_partitions(broker: Broker, t: Any) -> int:
     """How many partitions topic ``t`` gains; Kafka's checks (ReplicationControlManager.createPartitions)
     in its order, raising with its error and message."""
-    info = broker.log_manager.topics.get(t.name)
+    info = broker.metadata.topics.get(t.name)
     if info is None:
         raise _PartitionsError(errors.UNKNOWN_TOPIC_OR_PARTITION, None)
     current = info.partitions

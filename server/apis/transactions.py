@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
+from kafka_sidecar.protocol.topic import INTERNAL_TOPICS, OFFSETS_TOPIC
 
-from ..groups.records import OFFSETS_TOPIC
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import (
     CLUSTER_AUTHORIZATION_FAILED,
@@ -23,7 +23,6 @@ from ..security.authorizer import (
     TOPIC_AUTHORIZATION_FAILED,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 )
-from ..transactions.records import TRANSACTION_STATE_TOPIC
 from ..transactions.state import INVALID_PRODUCER_EPOCH, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED
 from .re2j import Re2jSyntaxError, compile_re2j
 
@@ -40,15 +39,13 @@ def _timestamp(ms: int) -> datetime.datetime:
     return _EPOCH + datetime.timedelta(milliseconds=ms)
 
 
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
-
 
 def _fenced_error(code: int, version: int, since: int = 2) -> int:
     return INVALID_PRODUCER_EPOCH if code == PRODUCER_FENCED and version < since else code
 
 
 def _partition_exists(broker: Broker, topic: str, partition: int) -> bool:
-    info = broker.log_manager.topics.get(topic)
+    info = broker.metadata.topics.get(topic)
     return info is not None and 0 <= partition < info.partitions
 
 

@@ -19,10 +19,10 @@ counting its resolutions), the time of the last refresh being kept in memory.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..coordinator.clock import SYSTEM_CLOCK, Clock
 from .consumer_group import ConsumerGroup, ConsumerGroupMember, ResolvedRegularExpression
 from .consumer_records import regex_key, regex_value
 
@@ -42,8 +42,9 @@ class RegexResolver:
     """When and how a consumer group's regexes are resolved."""
 
     def __init__(self, regex_topics: RegexTopics, topics_version: TopicsVersion | None = None,
-                 refresh_interval_ms: int = REGEX_REFRESH_INTERVAL_MS_DEFAULT) -> None:
+                 refresh_interval_ms: int = REGEX_REFRESH_INTERVAL_MS_DEFAULT, clock: Clock = SYSTEM_CLOCK) -> None:
         self.regex_topics = regex_topics
+        self.clock = clock
         self.topics_version: TopicsVersion = topics_version or (lambda: 0)
         self.refresh_interval_ms = refresh_interval_ms
         # group id -> (topics version, time in ms) of its last refresh; empty after a restart, so
@@ -62,7 +63,7 @@ class RegexResolver:
         if not wanted:
             self.last_refresh.pop(gid, None)
             return kept
-        now = int(time.time() * 1000)
+        now = self.clock.now_ms()
         version = self.topics_version()
         if wanted <= kept.keys() and not self.refresh_due(gid, version, now):
             return kept

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from kafka_sidecar.protocol import errors
+from kafka_sidecar.protocol.topic import INTERNAL_TOPICS
 from kafka_sidecar.storage.log_config import validate_topic_configs
 
 from ..apis.re2j import compile_re2j
@@ -75,6 +76,15 @@ from .records import (
     group_metadata_key,
 )
 from .store import GroupStore, Record, append_error_to_response_error, topic_partition_hash
+from .streams_admin import (
+    streams_describe,
+    streams_facade_delete,
+    streams_facade_list,
+    streams_validate_commit,
+    streams_validate_fetch,
+)
+from .streams_manager import StreamsGroupManager, StreamsHeartbeat
+from .streams_records import decode_streams_key
 from .timer import Timer
 from .writer import GroupRecordWriter
 
@@ -87,9 +97,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-# Never matched by a regex subscription (Kafka's Topic.isInternal).
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
 
 # The names these helpers had here before the split (tests import them from this module).
 _topic_partition_hash = topic_partition_hash
@@ -116,7 +123,7 @@ class GroupCoordinator:
         self.segment_bytes: int = cfg.get("offsets.topic.segment.bytes")
         self.retention_check_interval_ms: int = cfg.get("offsets.retention.check.interval.ms")
         self.store = GroupStore(self.configured_partitions)
-        self.timer = Timer()
+        self.timer = Timer(broker.clock)
         self.writer = GroupRecordWriter(broker.replica_manager, self.store, cfg.get("offsets.topic.compression.codec"), self.replay)
         self.rebalance = Rebalancer(self.store, self.writer, self.timer, cfg.get("group.initial.rebalance.delay.ms"))
         self.group_manager = GroupMetadataManager(
@@ -140,6 +147,10 @@ class GroupCoordinator:
             self._topic_lookup, self._regex_topics,
             lambda g, k: group_config(self.broker, g, k), self._topics_version,
         )
+        # KIP-1071 streams groups (streams_manager.py, streams_admin.py)
+        self.streams_manager = StreamsGroupManager(
+            self.store, self.writer, self.timer, lambda name: v[1] if (v := self._topic_lookup(name)) else None,
+            lambda g, k: group_config(self.broker, g, k))
         self._topic_ids: set[uuid.UUID] = set()
         self._new_topics_version = 0
         self._regexes: dict[str, re.Pattern[str]] = {}
@@ -156,19 +167,19 @@ class GroupCoordinator:
         compiled = self._regexes.get(pattern)
         if compiled is None:
             compiled = self._regexes[pattern] = compile_re2j(pattern)
-        return {t for t in self.broker.log_manager.topics if t not in INTERNAL_TOPICS and compiled.fullmatch(t)}
+        return {t for t in self.broker.metadata.topics if t not in INTERNAL_TOPICS and compiled.fullmatch(t)}
 
     def _topics_version(self) -> int:
         """Grows whenever a topic was created since the last call (Kafka's lastMetadataImageWithNewTopics,
         here a time in ms so that it also grows over a restart); the regexes' refresh compares it."""
-        ids = {info.topic_id for info in self.broker.log_manager.topics.values()}
+        ids = {info.topic_id for info in self.broker.metadata.topics.values()}
         if not self._new_topics_version or not ids <= self._topic_ids:
             self._new_topics_version = max(self._new_topics_version + 1, now_ms())
         self._topic_ids = ids
         return self._new_topics_version
 
     def _topic_lookup(self, name: str) -> tuple[uuid.UUID, int] | None:
-        info = self.broker.log_manager.topics.get(name)
+        info = self.broker.metadata.topics.get(name)
         return None if info is None else (info.topic_id, info.partitions)
 
     # The shared state, under the names it had on the coordinator.
@@ -198,13 +209,14 @@ class GroupCoordinator:
     async def start(self) -> None:
         """Replay ``__consumer_offsets`` (if it exists) and start serving."""
         lm = self.broker.log_manager
-        info = lm.topics.get(OFFSETS_TOPIC)
+        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
         if info is not None:
             self.store.num_partitions = info.partitions
             started = now_ms()
             count = await self.broker.run_blocking(load_offsets_topic, lm, info, self)
             self.group_manager.on_loaded()
             self.consumer_manager.on_loaded()
+            self.streams_manager.on_loaded()
             log.info(
                 "loaded %d groups and %d committed offsets from %d records of %s in %d ms",
                 len(self.groups), sum(len(p) for t in self.offsets.values() for p in t.values()),
@@ -221,12 +233,12 @@ class GroupCoordinator:
     async def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` the first time a group needs it (Kafka creates it on the first FindCoordinator)."""
         lm = self.broker.log_manager
-        if OFFSETS_TOPIC in lm.topics:
+        if OFFSETS_TOPIC in self.broker.metadata.topics:
             return
         if self._topic_lock is None:
             self._topic_lock = asyncio.Lock()
         async with self._topic_lock:
-            if OFFSETS_TOPIC in lm.topics:
+            if OFFSETS_TOPIC in self.broker.metadata.topics:
                 return
             configs = validate_topic_configs({
                 "cleanup.policy": "compact",
@@ -250,6 +262,8 @@ class GroupCoordinator:
             self.group_manager.replay(key, value)
         elif (consumer_key := decode_consumer_key(key_bytes)) is not None:
             self.consumer_manager.replay(consumer_key, value)
+        elif (streams_key := decode_streams_key(key_bytes)) is not None:
+            self.streams_manager.replay(streams_key, value)
 
     def replay_transactional(self, producer_id: int, key_bytes: bytes, value: bytes | None, record_offset: int) -> None:
         key = decode_key(key_bytes)
@@ -307,6 +321,8 @@ class GroupCoordinator:
         share = getattr(self.broker, "share_coordinator", None)  # None in unit tests' FakeBroker
         if not error and share is not None:  # share groups (server/share): same group ids, group type "share"
             rows += share.list_rows({s.strip().lower() for s in states_filter}, {t.strip().lower() for t in types_filter})
+        if not error:
+            rows = streams_facade_list(self.streams_manager, rows, states_filter, types_filter)
         return error, rows
 
     def _list_classic_and_consumer_groups(self, states_filter: list[str], types_filter: list[str]) -> tuple[int, list[Response]]:
@@ -328,7 +344,7 @@ class GroupCoordinator:
         for r in rows:
             if share is not None and share.is_share_group(r["group_id"]) and r["error_code"] == errors.GROUP_ID_NOT_FOUND:
                 r["error_message"] = f"Group {r['group_id']} is not a classic group."
-            if self.consumer_manager.is_consumer_group(r["group_id"]) and r["error_code"] == errors.NONE:
+            if (self.consumer_manager.is_consumer_group(r["group_id"]) or self.streams_manager.is_streams_group(r["group_id"])) and r["error_code"] == errors.NONE:
                 # Kafka: DescribeGroups only describes classic groups (the others are not found, Dead before v6).
                 r.update(error_code=errors.GROUP_ID_NOT_FOUND if api_version >= 6 else errors.NONE,
                          error_message=f"Group {r['group_id']} is not a classic group." if api_version >= 6 else None,
@@ -342,6 +358,9 @@ class GroupCoordinator:
             if self.consumer_manager.is_consumer_group(gid):
                 error = self.consumer_manager.delete_group(gid)
                 if error:
+                    refused[gid] = error
+            elif self.streams_manager.is_streams_group(gid):
+                if error := streams_facade_delete(self.streams_manager, gid):
                     refused[gid] = error
             elif share is not None and share.is_share_group(gid):
                 # A share group has no classic entry: its answer is the share coordinator's.
@@ -357,8 +376,23 @@ class GroupCoordinator:
     def consumer_group_describe(self, group_ids: list[str]) -> list[Response]:
         return self.consumer_manager.describe(self.store.by_coordinator_partition(group_ids), self._topic_name)
 
+    # ---- streams groups, KIP-1071 (StreamsGroupManager) --------------------------------------------
+
+    def streams_group_heartbeat(self, ctx: RequestContext, req: StreamsHeartbeat) -> tuple[Response, list]:
+        if not self.active:
+            return {"error_code": errors.COORDINATOR_NOT_AVAILABLE, "error_message": None, "member_id": "", "member_epoch": 0,
+                    "heartbeat_interval": 0, "acceptable_recovery_lag": 0, "task_offset_interval": 0}, []
+        if self.consumer_manager.is_consumer_group(req.group_id):
+            return {"error_code": errors.GROUP_ID_NOT_FOUND, "error_message": f"Group {req.group_id} is not a streams group.",
+                    "member_id": "", "member_epoch": 0, "heartbeat_interval": 0, "acceptable_recovery_lag": 0,
+                    "task_offset_interval": 0}, []
+        return self.streams_manager.heartbeat(ctx, req)
+
+    def streams_group_describe(self, group_ids: list[str]) -> list[Response]:
+        return streams_describe(self.streams_manager, self.store.by_coordinator_partition(group_ids))
+
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
-        info = self.broker.log_manager.topics_by_id.get(topic_id)
+        info = self.broker.metadata.topics_by_id.get(topic_id)
         return None if info is None else info.name
 
     # ---- offsets (OffsetMetadataManager) ------------------------------------------------------
@@ -368,6 +402,11 @@ class GroupCoordinator:
         topics: CommitTopics, api_version: int,
     ) -> tuple[int, CommitResults]:
         """(group error, [(topic, [(partition, error)])]) for [(topic, [(partition, offset, leader epoch, metadata)])]."""
+        if self.active and self.streams_manager.is_streams_group(group_id):
+            error = streams_validate_commit(self.streams_manager, group_id, member_id, generation_id, api_version, [t for t, _ in topics])
+            if error:
+                return error, []
+            return self.offset_manager.commit_offsets(group_id, -1, "", None, retention_ms, topics, api_version)
         if self.active and self.consumer_manager.is_consumer_group(group_id):
             return self._consumer_group_commit(
                 group_id, generation_id, member_id, instance_id, topics, api_version, False,
@@ -398,6 +437,11 @@ class GroupCoordinator:
         instance_id: str | None, topics: CommitTopics,
     ) -> tuple[int, CommitResults]:
         """TxnOffsetCommit: pending until the transaction's marker (``complete_transaction``)."""
+        if self.active and self.streams_manager.is_streams_group(group_id):
+            error = streams_validate_commit(self.streams_manager, group_id, member_id, generation_id, 9, [t for t, _ in topics], True)
+            if error:
+                return error, []
+            return self.offset_manager.commit_transactional_offsets(group_id, producer_id, producer_epoch, -1, "", None, topics)
         if self.active and self.consumer_manager.is_consumer_group(group_id):
             return self._consumer_group_commit(
                 group_id, generation_id, member_id, instance_id, topics, 9, True,
@@ -410,6 +454,10 @@ class GroupCoordinator:
         """(group error, [(topic, [partition rows])]); ``topics`` None = every committed offset.
 
         A consumer group checks the member epoch of OffsetFetch v9+ (Kafka's validateOffsetFetch)."""
+        if self.active and self.streams_manager.is_streams_group(group_id) and not (member_id is None and member_epoch < 0):
+            error = streams_validate_fetch(self.streams_manager, group_id, member_id or "", member_epoch)
+            if error:
+                return error, []
         if self.active and self.consumer_manager.is_consumer_group(group_id) and not (member_id is None and member_epoch < 0):
             error = self.consumer_manager.validate_offset_fetch(group_id, member_id or "", member_epoch)
             if error:

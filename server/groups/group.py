@@ -9,7 +9,6 @@ order of the member list sent to the leader are the ones Kafka produces.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from dataclasses import dataclass, field
 from enum import Enum
@@ -17,6 +16,7 @@ from typing import Any
 
 from kafka_sidecar.protocol import errors
 
+from ..coordinator.clock import now_ms
 from .javaorder import JavaHashMap
 from .records import consumer_protocol_topics
 
@@ -43,10 +43,6 @@ _VALID_PREVIOUS = {
     GroupState.DEAD: set(GroupState),
     GroupState.EMPTY: {GroupState.PREPARING_REBALANCE},
 }
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kafka_sidecar.storage.log_manager import LogManager, TopicInfo
+from kafka_sidecar.storage.log_manager import LogManager
+from kafka_sidecar.storage.topic_registry import TopicInfo
 
 from ..share.group_records import is_share_group_record
 from ..transactions.records import COMMIT_MARKER, replay_log

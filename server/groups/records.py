@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from kafka_sidecar.protocol import compression
 from kafka_sidecar.protocol.record_batch import CONTROL_MASK
 from kafka_sidecar.protocol.records import decode_records, encode_columns, iter_batches
-
-OFFSETS_TOPIC = "__consumer_offsets"
+from kafka_sidecar.protocol.topic import OFFSETS_TOPIC  # noqa: F401 (re-exported: the group modules import it from here)
+from kafka_sidecar.protocol.varint import VarintError, read_uvarint
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -212,15 +212,11 @@ class _Reader:
         return _I64.unpack(self._take(8))[0]
 
     def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            b = self._take(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 63:
-                raise RecordFormatError("varint too long")
+        try:
+            value, self.pos = read_uvarint(self.buf, self.pos, -1, 10)
+        except VarintError as e:
+            raise RecordFormatError(f"truncated record: {e}" if isinstance(e, IndexError) else str(e)) from None
+        return value
 
     def nullable_string(self) -> str | None:
         n = self.uvarint() - 1 if self.flexible else self.i16()

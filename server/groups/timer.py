@@ -3,25 +3,28 @@ group coordinator schedules under (Kafka's classic-group timer keys)."""
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
+
+from ..coordinator.clock import SYSTEM_CLOCK, Clock, TimerHandle
 
 # The group coordinator's modules log under one name, so its log lines read as before the split.
 log = logging.getLogger(__name__.rpartition(".")[0] + ".coordinator")
 
 
 class Timer:
-    """Keyed one-shot timers on the event loop (scheduling a key replaces its timer)."""
+    """Keyed one-shot timers on ``clock`` (scheduling a key replaces its timer): the event loop's
+    by default, a ManualClock's in tests."""
 
-    def __init__(self) -> None:
-        self._handles: dict[tuple[Any, ...], asyncio.TimerHandle] = {}
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
+        self._handles: dict[tuple[Any, ...], TimerHandle] = {}
 
     def schedule(self, key: tuple[Any, ...], delay_ms: int, fn: Callable[[], None]) -> None:
         self.cancel(key)
-        loop = asyncio.get_running_loop()
-        self._handles[key] = loop.call_later(max(delay_ms, 0) / 1000, self._run, key, fn)
+        self._handles[key] = self.clock.call_later(delay_ms, functools.partial(self._run, key, fn))
 
     def _run(self, key: tuple[Any, ...], fn: Callable[[], None]) -> None:
         self._handles.pop(key, None)

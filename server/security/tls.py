@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import re
 import ssl
-from collections.abc import Callable
 
 from kafka_sidecar.client.tls import SslSettings, load_keystore, load_truststore
 from kafka_sidecar.storage.log_config import ConfigError
@@ -239,6 +238,3 @@ def ssl_principal(ssl_object: ssl.SSLObject | None, mapper: PrincipalMapper) -> 
     if not der:
         return ANONYMOUS
     return "User:" + mapper.name(subject_rfc2253(der))
-
-
-SslPrincipal = Callable[[ssl.SSLObject | None], str]

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_REQUEST = 42
 UNKNOWN_MEMBER_ID = 25
 GROUP_ID_NOT_FOUND = 69
@@ -60,6 +61,12 @@ class ShareCoordinator:
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
         self.sessions = ShareSessionCache()
+        # The share-partitions loaded into the broker's cache (Kafka's SharePartitionManager
+        # partitionCache): loaded by a member's ShareFetch, dropped when the group's last share
+        # session's connection closes. A ShareFetch that loads partitions answers as soon as the
+        # first of them has records (server/apis/share.py), and acknowledgements to a partition
+        # not loaded are UNKNOWN_TOPIC_OR_PARTITION, as in Kafka.
+        self.loaded: set[tuple[str, uuid.UUID, int]] = set()
         self.stats = ShareGroupStats()  # counters for /metrics (server/share/metrics.py)
         # Durable share-partition state in __share_group_state (server/share/persister.py).
         self.persister = ShareStatePersister(broker)
@@ -119,6 +126,9 @@ class ShareCoordinator:
 
     def lock_duration_ms(self, group_id: str) -> int:
         return int(self.group_config(group_id, "share.record.lock.duration.ms"))
+
+    def max_share_sessions(self) -> int:
+        return self._config("group.share.max.share.sessions", 2000)
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
         return int(self.group_config(group_id, "share.heartbeat.interval.ms"))
@@ -205,7 +215,7 @@ class ShareCoordinator:
     def _subscription_metadata(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, list[int]]]:
         """The subscribed topics that exist, with their initialized share-partitions (the only
         ones Kafka's share group assignor is given)."""
-        topics = self.broker.log_manager.topics
+        topics = self.broker.metadata.topics
         out = {}
         for t in sorted(group.subscribed_topics()):
             if t in topics:
@@ -216,7 +226,7 @@ class ShareCoordinator:
     def _initialize_partitions(self, group: ShareGroup) -> None:
         """Kafka's InitializeShareGroupState for the subscribed partitions not initialized yet:
         their state is written with start offset -1, resolved at their first ShareFetch."""
-        topics = self.broker.log_manager.topics
+        topics = self.broker.metadata.topics
         for t in sorted(group.subscribed_topics()):
             info = topics.get(t)
             for p in range(info.partitions if info is not None else 0):
@@ -231,11 +241,11 @@ class ShareCoordinator:
             self._remove_member(group, mid)
 
     def _remove_member(self, group: ShareGroup, member_id: str) -> None:
-        """A member leaves (or its session timed out): its records are released, its share
-        session closed, and the rest of the group gets a new assignment."""
+        """A member leaves (or its session timed out): the rest of the group gets a new
+        assignment. Its share session and acquired records stay: as in Kafka the group
+        coordinator does not touch them; the session's final epoch (acknowledgements applied
+        first) or its connection closing releases them, else their acquisition locks expire."""
         del group.members[member_id]
-        self.sessions.remove_member(group.group_id, member_id)
-        self._release_member(group.group_id, member_id)
         # The group epoch moves; the remaining members get the new target assignment at their
         # next heartbeat (Kafka computes it there).
         group.group_epoch += 1
@@ -248,7 +258,7 @@ class ShareCoordinator:
         its start offset resolved by share.auto.offset.reset if it has none yet (Kafka's
         SharePartition.maybeInitialize at the first ShareFetch)."""
         key = (group_id, topic_id, partition)
-        info = self.broker.log_manager.topics_by_id.get(topic_id)
+        info = self.broker.metadata.topics_by_id.get(topic_id)
         lg = self.broker.replica_manager.get_log(info.name, partition) if info is not None else None
         sp = self.share_partitions.get(key)
         if sp is None:
@@ -280,6 +290,7 @@ class ShareCoordinator:
         group = self.groups.setdefault(group_id, ShareGroup(group_id))
         key = (group_id, topic_id, partition)
         sp = self.share_partitions[key] = self._new_partition(group_id, start_offset)
+        self.loaded.discard(key)
         self.persister.write(key, sp, snapshot=True)
         self.group_records.sync(group)
 
@@ -287,6 +298,7 @@ class ShareCoordinator:
         """DeleteShareGroupOffsets (one topic) or DeleteGroups (every topic): the state goes."""
         for key in [k for k in self.share_partitions if k[0] == group_id and (topic_id is None or k[1] == topic_id)]:
             del self.share_partitions[key]
+            self.loaded.discard(key)
             self.persister.delete(key)
         if topic_id is not None and group_id in self.groups:
             self.group_records.sync(self.groups[group_id])
@@ -347,9 +359,13 @@ class ShareCoordinator:
 
     def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
                     batches: list[tuple[int, int, list[int]]]) -> int:
-        sp = self.share_partition(group_id, topic_id, partition)
-        if sp is None:
-            return 3  # UNKNOWN_TOPIC_OR_PARTITION
+        """Kafka's SharePartitionManager.acknowledge: a share-partition not loaded by a ShareFetch
+        is UNKNOWN_TOPIC_OR_PARTITION; else the first batch's error, or NONE."""
+        key = (group_id, topic_id, partition)
+        sp = self.share_partitions.get(key)
+        if sp is None or key not in self.loaded:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        self._apply_group_configs(group_id, sp)
         now = _now_ms()
         # A record whose lock ran out is no longer the member's to acknowledge.
         self.stats.lock_timeouts += sp.expire_locks(now)
@@ -361,19 +377,31 @@ class ShareCoordinator:
                 self.stats.acknowledged(types, first, last)
             return NONE
         finally:
-            self.persist((group_id, topic_id, partition))
+            self.persist(key)
 
-    def release_session(self, group_id: str, member_id: str) -> None:
-        """The member closed its share session (epoch -1): its acquired records go back."""
-        self.sessions.close(group_id, member_id)
-        self._release_member(group_id, member_id)
-
-    def _release_member(self, group_id: str, member_id: str) -> None:
-        """The member's acquired records go back; a share-partition where it held none is not
-        written (nothing changed)."""
-        for key, sp in list(self.share_partitions.items()):
-            if key[0] == group_id and sp.release_member(member_id):
+    def release_session(self, group_id: str, member_id: str) -> bool:
+        """The member's share session closes (epoch -1, or its connection closed): its acquired
+        records on the session's partitions go back (Kafka's releaseSession). False when there
+        was no session."""
+        session = self.sessions.remove(group_id, member_id)
+        if session is None:
+            return False
+        for topic_id, partition in session.partitions:
+            key = (group_id, topic_id, partition)
+            sp = self.share_partitions.get(key)
+            if sp is not None and key in self.loaded and sp.release_member(member_id):
                 self.persist(key)
+        return True
+
+    def connection_closed(self, connection: object) -> None:
+        """A client connection closed (Kafka's ClientConnectionDisconnectListener): the share
+        session it owned is released as a member leaving; when its group has no share session
+        left, the group's share-partitions leave the broker's cache."""
+        key, group_id = self.sessions.disconnected(connection)
+        if key is not None:
+            self.release_session(*key)
+        if group_id is not None and not self.sessions.group_has_sessions(group_id):
+            self.loaded = {k for k in self.loaded if k[0] != group_id}
 
     # ---- ShareGroupDescribe ----------------------------------------------------------------
 
@@ -384,7 +412,7 @@ class ShareCoordinator:
                     "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
                     "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
         self._expire_members(group, _now_ms())
-        by_id = self.broker.log_manager.topics_by_id
+        by_id = self.broker.metadata.topics_by_id
         members = []
         for m in group.members.values():
             tps = [{"topic_id": t, "topic_name": by_id[t].name, "partitions": ps} for t, ps in m.assignment.items() if t in by_id]

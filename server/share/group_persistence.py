@@ -30,7 +30,7 @@ class ShareGroupPersistence:
     # ---- writing -------------------------------------------------------------------------------
 
     def view(self, group: ShareGroup) -> rec.GroupView:
-        by_id = self.coordinator.broker.log_manager.topics_by_id
+        by_id = self.coordinator.broker.metadata.topics_by_id
         initialized: dict[uuid.UUID, list[int]] = {}
         for g, t, p in self.coordinator.share_partitions:
             if g == group.group_id and t in by_id:

@@ -72,7 +72,7 @@ class ShareGroupCollector:
             groups.add_metric(["share"], sum(by_state.values()))
             for state in ("empty", "stable"):
                 states.add_metric([state], by_state.get(state, 0))
-            by_id = broker.log_manager.topics_by_id
+            by_id = broker.metadata.topics_by_id
             for (group_id, topic_id, partition), sp in sorted(coordinator.share_partitions.items(), key=lambda kv: (kv[0][0], str(kv[0][1]), kv[0][2])):
                 info = by_id.get(topic_id)
                 acquired = sorted(o for o, r in sp.records.items() if r.state == RecordState.ACQUIRED)

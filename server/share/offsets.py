@@ -40,8 +40,8 @@ def describe_offsets(coordinator: ShareCoordinator, group_id: str, topics: list[
                 "error_message": f"Group {group_id} not found."}
     # Partitions named: answered from the share state whether or not the group exists (Kafka's
     # coordinator asks its persister; an unknown group's partitions are uninitialized, -1).
-    by_id = coordinator.broker.log_manager.topics_by_id
-    topics_by_name = coordinator.broker.log_manager.topics
+    by_id = coordinator.broker.metadata.topics_by_id
+    topics_by_name = coordinator.broker.metadata.topics
     if topics is None:
         wanted: dict[str, list[int]] = {}
         for (gid, topic_id, partition) in sorted(coordinator.share_partitions, key=lambda k: (str(k[1]), k[2])):
@@ -85,7 +85,7 @@ def alter_offsets(coordinator: ShareCoordinator, group_id: str, topics: list[tup
     group = coordinator.groups.get(group_id)
     if group is not None and group.members:
         return {"throttle_time": 0, "error_code": errors.NON_EMPTY_GROUP, "error_message": _NOT_EMPTY_MESSAGE, "responses": []}
-    topics_by_name = coordinator.broker.log_manager.topics
+    topics_by_name = coordinator.broker.metadata.topics
     responses = []
     for name, partitions in topics:
         info = topics_by_name.get(name)
@@ -110,7 +110,7 @@ def delete_offsets(coordinator: ShareCoordinator, group_id: str, topic_names: li
                 "responses": []}
     if group.members:
         return {"throttle_time": 0, "error_code": errors.NON_EMPTY_GROUP, "error_message": _NOT_EMPTY_MESSAGE, "responses": []}
-    topics_by_name = coordinator.broker.log_manager.topics
+    topics_by_name = coordinator.broker.metadata.topics
     responses = []
     for name in topic_names:
         info = topics_by_name.get(name)

@@ -121,7 +121,7 @@ class ShareStatePersister:
 
     @property
     def num_partitions(self) -> int:
-        info = self.broker.log_manager.topics.get(SHARE_GROUP_STATE_TOPIC)
+        info = self.broker.metadata.topics.get(SHARE_GROUP_STATE_TOPIC)
         if info is not None:
             return info.partitions
         return self._config("share.coordinator.state.topic.num.partitions", 50)
@@ -130,7 +130,7 @@ class ShareStatePersister:
         """Create ``__share_group_state`` the first time a share group needs it (as Kafka's share
         coordinator does): cleanup.policy=delete, retention.ms=-1 (Kafka prunes it by offsets)."""
         lm = self.broker.log_manager
-        if SHARE_GROUP_STATE_TOPIC in lm.topics:
+        if SHARE_GROUP_STATE_TOPIC in self.broker.metadata.topics:
             return
         configs = validate_topic_configs({
             "cleanup.policy": "delete",
@@ -138,7 +138,7 @@ class ShareStatePersister:
             "compression.type": "producer",
             "segment.bytes": str(self._config("share.coordinator.state.topic.segment.bytes", 104857600)),
         })
-        if SHARE_GROUP_STATE_TOPIC not in lm.topics:
+        if SHARE_GROUP_STATE_TOPIC not in self.broker.metadata.topics:
             try:
                 await self.broker.run_blocking(lm.create_topic, SHARE_GROUP_STATE_TOPIC, self.num_partitions, configs)
             except FileExistsError:
@@ -220,7 +220,7 @@ class ShareStatePersister:
     def load(self) -> dict[SharePartitionKey, ReplayedState]:
         """Replay every partition of the state topic (storage thread, before serving)."""
         states: dict[SharePartitionKey, ReplayedState] = {}
-        info = self.broker.log_manager.topics.get(SHARE_GROUP_STATE_TOPIC)
+        info = self.broker.metadata.topics.get(SHARE_GROUP_STATE_TOPIC)
         if info is None:
             return states
 

@@ -20,10 +20,10 @@ import uuid
 from dataclasses import dataclass, field
 
 from kafka_sidecar.protocol.records import encode_uvarint
+from kafka_sidecar.protocol.topic import SHARE_GROUP_STATE_TOPIC  # noqa: F401 (re-exported)
 
 from ..groups.records import RecordFormatError, _Reader, java_string_hash
 
-SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 SHARE_SNAPSHOT_TYPE = 0
 SHARE_UPDATE_TYPE = 1
 NO_DELIVERY_COMPLETE_COUNT = -1

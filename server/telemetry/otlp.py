@@ -10,6 +10,8 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from kafka_sidecar.protocol.varint import VarintError, read_uvarint
+
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
 _DOUBLE, _I64S, _U64 = struct.Struct("<d"), struct.Struct("<q"), struct.Struct("<Q")
 
@@ -26,18 +28,10 @@ class DataPoint:
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise OtlpError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise OtlpError("varint too long")
+    try:
+        return read_uvarint(buf, pos, -1, 10)
+    except VarintError as e:
+        raise OtlpError(str(e)) from None
 
 
 def fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:

@@ -32,7 +32,7 @@ class EmbeddedBroker:
     """A kafka-sidecar broker on 127.0.0.1 (a free port), running on its own thread's event loop."""
 
     def __init__(self, overrides: Mapping[str, Any] | None = None, *, data_dir: Path | str | None = None,
-                 port: int = 0, start_timeout: float = 30.0) -> None:
+                 port: int = 0, start_timeout: float = 30.0, console: bool = False, console_allow_writes: bool = False) -> None:
         self.overrides = {**TEST_DEFAULTS, **{config_name(k): _text(v) for k, v in (overrides or {}).items()}}
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -43,6 +43,10 @@ class EmbeddedBroker:
         self._thread: threading.Thread | None = None
         self._broker: Any = None
         self._stopped: asyncio.Event | None = None
+        # The web console (server/console/), on a free loopback port: ``console_url`` once started.
+        self.console = console
+        self.console_allow_writes = console_allow_writes
+        self.console_url: str | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -87,10 +91,25 @@ class EmbeddedBroker:
                 ready.set()
                 await broker.stop()
                 return
+            console = None
+            if self.console:
+                from kafka_sidecar.server.console.server import ConsoleServer
+
+                console = ConsoleServer(broker, self.host, 0, allow_writes=self.console_allow_writes)
+                try:
+                    await console.start()
+                except BaseException as e:
+                    failure.append(e)
+                    ready.set()
+                    await broker.stop()
+                    return
+                self.console_url = console.url
             self._broker = broker
             self.port = broker.port
             ready.set()
             await self._stopped.wait()
+            if console is not None:
+                await console.stop()
             await broker.stop()
 
         self._loop = asyncio.new_event_loop()
@@ -137,8 +156,11 @@ def _text(value: Any) -> str:
 
 @contextmanager
 def broker(overrides: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Iterator[EmbeddedBroker]:
-    """``with broker(num_partitions=3) as b: b.bootstrap_servers`` (or a dict of Kafka names)."""
-    b = EmbeddedBroker({**(overrides or {}), **kwargs}).start()
+    """``with broker(num_partitions=3) as b: b.bootstrap_servers`` (or a dict of Kafka names);
+    ``broker(console=True)`` also serves the web console at ``b.console_url``."""
+    console = bool(kwargs.pop("console", False))
+    writes = bool(kwargs.pop("console_allow_writes", False))
+    b = EmbeddedBroker({**(overrides or {}), **kwargs}, console=console, console_allow_writes=writes).start()
     try:
         yield b
     finally:
@@ -154,6 +176,7 @@ class KafkaContainer:
 
     def __init__(self, image: str = "kafka-sidecar", port: int = 9093, **kwargs: Any) -> None:
         self.image = image
+        self.port = port
         self._overrides: dict[str, str] = {}
         self._broker: EmbeddedBroker | None = None
 
@@ -178,9 +201,24 @@ class KafkaContainer:
             self._broker = None
 
     def get_bootstrap_server(self) -> str:
+        return self._started().bootstrap_servers
+
+    def get_container_host_ip(self) -> str:
+        """The host clients connect to (testcontainers': the Docker host; here loopback)."""
+        return self._started().bootstrap_servers.rpartition(":")[0]
+
+    def get_exposed_port(self, port: int | str) -> int:
+        """The port a client connects to for the container's ``port``: the broker's port for
+        the Kafka ports (this container's ``port``, the image's 9092 or 9093)."""
+        b = self._started()
+        if int(str(port).split("/")[0]) not in (self.port, 9092, 9093):
+            raise ValueError(f"port {port} is not exposed: KafkaContainer serves Kafka on {self.port} (9092 and 9093 map there too)")
+        return int(b.bootstrap_servers.rpartition(":")[2])
+
+    def _started(self) -> EmbeddedBroker:
         if self._broker is None:
             raise RuntimeError("KafkaContainer not started")
-        return self._broker.bootstrap_servers
+        return self._broker
 
     def __enter__(self) -> KafkaContainer:
         return self.start()

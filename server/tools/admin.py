@@ -55,7 +55,7 @@ def java_exception(code: int, message: str | None = None) -> str:
 
 
 def kafka_uuid(u: Any) -> str:
-    from kafka_sidecar.storage.log_manager import kafka_uuid_str
+    from kafka_sidecar.storage.metadata_files import kafka_uuid_str
 
     if isinstance(u, uuid.UUID):
         return kafka_uuid_str(u)
@@ -66,11 +66,6 @@ def request(conn: _BrokerConnection, api_key: int, version: int, data: dict[str,
     """Send at exactly ``version`` (the dict's fields are that version's)."""
     _, body = conn.request(api_key, data, max_version=version, min_version=version)
     return body
-
-
-def controller(client: KafkaClient) -> _BrokerConnection:
-    """The connection for admin requests Kafka routes to any broker / the controller."""
-    return client.bootstrap
 
 
 def all_topics(client: KafkaClient) -> Any:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kafka_sidecar.storage.log_config import ConfigError
 
-from ..config import parse_properties
+from ..config import read_properties_file
 
 
 def command_config(args: object) -> dict[str, str] | None:
@@ -24,8 +24,8 @@ def command_config(args: object) -> dict[str, str] | None:
 def read_properties(path: Path | str) -> dict[str, str]:
     """The properties of ``path``; ConfigError (one line) if it cannot be read."""
     try:
-        return parse_properties(Path(path).read_text())
+        return read_properties_file(Path(path))
     except OSError as e:
         raise ConfigError(f"cannot read --command-config {path}: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
+    except ValueError as e:
         raise ConfigError(f"cannot read --command-config {path}: {e}") from None

@@ -16,37 +16,34 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import random
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from kafka_sidecar.protocol.record_batch import CONTROL_MASK
 from kafka_sidecar.protocol.records import iter_batches
+from kafka_sidecar.protocol.topic import InvalidTopicError, validate_topic_name
 from kafka_sidecar.spark._records import (
     Columns,
-    build_batch,
     decode_into,
     new_columns,
-    partition_for_key,
-    record_size_upper_bound,
 )
 from kafka_sidecar.spark._wire import (
     EARLIEST,
     LATEST,
+    UNKNOWN_TOPIC_OR_PARTITION,
     Broker,
     KafkaError,
     TopicPartition,
     error_name,
 )
 
+from . import console_producer
 from .admin import commit_offsets
 from .command_config import command_config
 from .groups import GroupCommandError, committed_offsets
 
-BATCH_BYTES = 1 << 20  # records per Produce batch, at most about this many bytes
 FETCH_BYTES = 4 << 20
 
 
@@ -67,12 +64,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def add_produce_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
-    p.add_argument("values", nargs="*", metavar="VALUE", help="records to send (default: one per line of stdin)")
-    p.add_argument("-H", "--header", action="append", default=[], metavar="KEY=VALUE",
-                   help="a header on every record (repeatable)")
-    p.add_argument("--acks", choices=["all", "-1", "1"], default="all", help="all (default, as Kafka's producer) or 1")
-    p.add_argument("--create", action="store_true",
-                   help="ask the broker to create a missing topic (auto.create.topics.enable must allow it)")
+    console_producer.add_arguments(p)
 
 
 def add_consume_arguments(p: argparse.ArgumentParser) -> None:
@@ -98,11 +90,18 @@ def _connect(args: argparse.Namespace, client_id: str) -> Broker:
     return Broker(args.bootstrap_server, client_id=client_id, command_config=command_config(args))
 
 
-def _partitions(broker: Broker, topic: str, only: int | None, create: bool = False) -> list[int]:
+def _partitions(broker: Broker, topic: str, only: int | None, create: bool = False, producing: bool = False) -> list[int]:
+    try:
+        validate_topic_name(topic)  # Kafka's rule, stated before asking any broker
+    except InvalidTopicError as e:
+        raise ConsoleError(str(e)) from None
     try:
         meta = broker.wait_for_topics([topic], auto_create=create, timeout=10.0)[topic]
     except KafkaError as e:
-        raise ConsoleError(f"topic {topic}: {e}") from None
+        hint = ""
+        if producing and not create and e.code == UNKNOWN_TOPIC_OR_PARTITION:
+            hint = " (add --create to have the broker create it, or create it with kafka-sidecar topics --create)"
+        raise ConsoleError(f"topic {topic}: {e}{hint}") from None
     partitions = sorted(meta.leaders)
     if only is not None:
         if only not in meta.leaders:
@@ -122,58 +121,19 @@ def _header(value: str) -> tuple[str, bytes]:
 
 
 def produce(args: argparse.Namespace, stdin: TextIO | None = None) -> int:
-    """Send each value (or stdin line) as one record; batches of up to ~1 MiB per partition."""
+    """Send each value, or each stdin line as it arrives (``console_producer``)."""
     try:
         headers = [_header(h) for h in args.header] or None
         broker = _connect(args, "kafka-sidecar-produce")
     except ConsoleError as e:
         return _fail(e)
     try:
-        partitions = _partitions(broker, args.topic, args.partition, create=args.create)
-        lines = args.values or ((stdin or sys.stdin).read().splitlines())
-        sticky = random.choice(partitions)  # keyless records: one partition per run (Kafka's sticky partitioner)
-        pending: dict[int, list[tuple[bytes | None, bytes | None, Any, int]]] = defaultdict(list)
-        sizes: dict[int, int] = defaultdict(int)
-        acks = -1 if args.acks in ("all", "-1") else 1
-        sent = 0
-        for line in lines:
-            key: bytes | None = None
-            value = line
-            if args.key_separator is not None:
-                k, sep, v = line.partition(args.key_separator)
-                if sep:
-                    key, value = k.encode(), v
-            if args.partition is not None:
-                part = args.partition
-            elif key is not None:
-                part = partitions[partition_for_key(key, len(partitions))]
-            else:
-                part = sticky
-            record = (key, value.encode(), headers, int(time.time() * 1000))
-            pending[part].append(record)
-            sizes[part] += record_size_upper_bound(record[0], record[1], headers)
-            if sizes[part] >= BATCH_BYTES:
-                sent += _send(broker, args.topic, {part: pending.pop(part)}, acks)
-                sizes[part] = 0
-        if pending:
-            sent += _send(broker, args.topic, pending, acks)
-        return 0
+        partitions = _partitions(broker, args.topic, args.partition, create=args.create, producing=True)
+        return console_producer.run(broker, args.topic, partitions, args, headers, stdin)
     except ConsoleError as e:
         return _fail(e)
     finally:
         broker.close()
-
-
-def _send(broker: Broker, topic: str, pending: dict[int, list[Any]], acks: int) -> int:
-    """One Produce per leader with one batch per partition; raises ConsoleError on an error."""
-    by_node: dict[int, dict[TopicPartition, bytes]] = defaultdict(dict)
-    for part, records in pending.items():
-        by_node[broker.leader(topic, part)][(topic, part)] = build_batch(records)
-    for node, batches in by_node.items():
-        for (t, p), (code, _base, message) in broker.produce(node, batches, acks=acks, timeout_ms=30000).items():
-            if code:
-                raise ConsoleError(f"producing to {t}-{p} failed: {error_name(code)}" + (f": {message}" if message else ""))
-    return sum(len(r) for r in pending.values())
 
 
 # ---- consume ---------------------------------------------------------------------------------
@@ -299,7 +259,7 @@ def consume(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 _commit(broker, args.group, positions)
         finally:
             broker.close()
-            if printed and not args.json:
+            if not args.json:  # as kafka-console-consumer.sh, on stderr, 0 included
                 sys.stderr.write(f"Processed a total of {printed} messages\n")
 
 

@@ -1,7 +1,8 @@
 """``kafka-sidecar delete-records``: Kafka's kafka-delete-records.sh, same JSON file, same output.
 
 Output lines match Kafka's tool byte for byte, including its error lines, which
-name the Java exception class and its default message (the tool exits 0 then too).
+name the Java exception class and its default message. Kafka's tool exits 0 even then; ours
+exits 1 when any partition failed, so a script notices.
 """
 
 from __future__ import annotations
@@ -76,12 +77,14 @@ def delete_records(bootstrap: str, entries: list[tuple[str, int, int]], out: Tex
     finally:
         client.close()
     out.write("Records delete operation completed:\n")
+    failed = False
     for topic, partition, _ in entries:
         code, low = results.get((topic, partition), (3, -1))
         if code == 0:
             out.write(f"partition: {topic}-{partition}\tlow_watermark: {low}\n")
         else:
+            failed = True
             message = JAVA_ERRORS.get(code, f"org.apache.kafka.common.errors.ApiException: error code {code}")
             out.write(f"partition: {topic}-{partition}\terror: {message}\n")
     out.flush()
-    return 0
+    return 1 if failed else 0

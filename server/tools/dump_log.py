@@ -34,20 +34,30 @@ from typing import TextIO
 
 import crc32c
 from kafka_sidecar.protocol.compression import CODEC_NAMES
+from kafka_sidecar.protocol.control_records import (
+    ABORT,
+    COMMIT,
+    CONTROL_TYPE_NAMES,
+    END_TXN_MARKER_VALUE,
+    LEADER_CHANGE,
+    UNKNOWN,
+    control_type,
+    marker_coordinator_epoch,
+)
 from kafka_sidecar.protocol.record_batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
-    CONTROL_MASK,
     DELETE_HORIZON_MASK,
     LOG_OVERHEAD,
     MAGIC_POS,
-    TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
+    BatchHeader,
     increment_sequence,
     read_header,
 )
 from kafka_sidecar.protocol.records import CorruptRecordError, decode_batches
+from kafka_sidecar.protocol.varint import read_uvarint
 from kafka_sidecar.storage import formats
 from kafka_sidecar.storage.formats import (
     ABORTED_TXN_ENTRY,
@@ -62,8 +72,6 @@ from ..logging_setup import Progress
 
 INT_MAX = 2**31 - 1
 HEADER_SIZE_UP_TO_MAGIC = MAGIC_POS + 1
-CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
-                 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
 SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".txnindex", ".checkpoint")
 
 
@@ -97,46 +105,12 @@ def _text(b: bytes) -> str:
     return b.decode("utf-8", errors="replace")
 
 
-@dataclass
-class Batch:
-    position: int
-    base_offset: int
-    length: int
-    leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    count: int
+def _timestamp_type(h: BatchHeader) -> str:
+    return "LogAppendTime" if h.is_log_append_time else "CreateTime"
 
-    @property
-    def size(self) -> int:
-        return self.length + LOG_OVERHEAD
 
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def last_sequence(self) -> int:
-        return -1 if self.base_sequence == -1 else increment_sequence(self.base_sequence, self.last_offset_delta)
-
-    @property
-    def timestamp_type(self) -> str:
-        return "LogAppendTime" if self.attributes & TIMESTAMP_TYPE_MASK else "CreateTime"
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & CONTROL_MASK)
-
-    @property
-    def delete_horizon(self) -> int | None:
-        return self.base_timestamp if self.attributes & DELETE_HORIZON_MASK else None
+def _delete_horizon(h: BatchHeader) -> int | None:
+    return h.base_timestamp if h.attributes & DELETE_HORIZON_MASK else None
 
 
 class SegmentFile:
@@ -160,8 +134,9 @@ class SegmentFile:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def batches(self, start: int = 0, end: int | None = None) -> Iterator[Batch]:
-        """Kafka's FileLogInputStream: complete batches from ``start``; stops at a torn tail.
+    def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """Kafka's FileLogInputStream: (position, header) of the complete batches from ``start``
+        (a batch of magic 0/1 with only its offset, length and magic); stops at a torn tail.
         Raises CorruptRecordError for a batch whose size cannot be right."""
         end = self.size if end is None else min(end, self.size)
         pos = start
@@ -174,18 +149,18 @@ class SegmentFile:
                 return
             magic = data[pos + MAGIC_POS]
             if magic < 2:
-                yield Batch(pos, base_offset, length, -1, magic, 0, 0, 0, -1, -1, -1, -1, -1, -1)
+                yield pos, BatchHeader(base_offset, length, -1, magic, 0, 0, 0, -1, -1, -1, -1, -1, -1)
             elif pos + BATCH_HEADER_SIZE > end:
                 return
             else:
-                yield Batch(pos, *read_header(data, pos))
+                yield pos, read_header(data, pos)
             pos += LOG_OVERHEAD + length
 
-    def batch_bytes(self, b: Batch) -> bytes:
-        return bytes(self.data[b.position:b.position + b.size])
+    def batch_bytes(self, at: int, b: BatchHeader) -> bytes:
+        return bytes(self.data[at:at + b.size])
 
-    def crc_ok(self, b: Batch) -> bool:
-        return crc32c.crc32c(self.data[b.position + ATTRIBUTES_POS:b.position + b.size]) == b.crc
+    def crc_ok(self, at: int, b: BatchHeader) -> bool:
+        return crc32c.crc32c(self.data[at + ATTRIBUTES_POS:at + b.size]) == b.crc
 
 
 @dataclass
@@ -235,45 +210,33 @@ def _base_offset(path: Path) -> int:
 # ---- .log / .checkpoint --------------------------------------------------------------------
 
 
-def _batch_line(b: Batch, valid: bool) -> str:
+def _batch_line(at: int, b: BatchHeader, valid: bool) -> str:
     if b.magic < 2:
-        return f"offset: {b.base_offset} position: {b.position} NoTimestampType: -1 size: {b.size} magic: {b.magic} compresscodec: none crc: 0 isvalid: {_java_bool(valid)} (message format v{b.magic} is not decoded)"
+        return f"offset: {b.base_offset} position: {at} NoTimestampType: -1 size: {b.size} magic: {b.magic} compresscodec: none crc: 0 isvalid: {_java_bool(valid)} (message format v{b.magic} is not decoded)"
     codec = CODEC_NAMES.get(b.attributes & COMPRESSION_MASK, f"unknown({b.attributes & COMPRESSION_MASK})")
     return (
-        f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.count} baseSequence: {b.base_sequence} "
+        f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.record_count} baseSequence: {b.base_sequence} "
         f"lastSequence: {b.last_sequence} producerId: {b.producer_id} producerEpoch: {b.producer_epoch} "
-        f"partitionLeaderEpoch: {b.leader_epoch} isTransactional: {_java_bool(bool(b.attributes & TRANSACTIONAL_MASK))} "
-        f"isControl: {_java_bool(b.is_control)} deleteHorizonMs: {_optional_long(b.delete_horizon)} "
-        f"position: {b.position} {b.timestamp_type}: {b.max_timestamp} size: {b.size} magic: {b.magic} "
+        f"partitionLeaderEpoch: {b.partition_leader_epoch} isTransactional: {_java_bool(bool(b.attributes & TRANSACTIONAL_MASK))} "
+        f"isControl: {_java_bool(b.is_control)} deleteHorizonMs: {_optional_long(_delete_horizon(b))} "
+        f"position: {at} {_timestamp_type(b)}: {b.max_timestamp} size: {b.size} magic: {b.magic} "
         f"compresscodec: {codec} crc: {b.crc} isvalid: {_java_bool(valid)}"
     )
 
 
 def _control_text(key: bytes | None, value: bytes | None) -> str:
-    if not key or len(key) < 4:
+    type_id = control_type(key)
+    if type_id == UNKNOWN:
         return " controlType: UNKNOWN(-1)"
-    _version, type_id = struct.unpack_from(">hh", key, 0)
-    name = CONTROL_TYPES.get(type_id, "UNKNOWN")
-    if type_id in (0, 1) and value and len(value) >= 6:
-        _v, coordinator_epoch = struct.unpack_from(">hi", value, 0)
-        return f" endTxnMarker: {name} coordinatorEpoch: {coordinator_epoch}"
-    if type_id == 2 and value:
+    name = CONTROL_TYPE_NAMES.get(type_id, "UNKNOWN")
+    if type_id in (ABORT, COMMIT) and value and len(value) >= END_TXN_MARKER_VALUE.size:
+        return f" endTxnMarker: {name} coordinatorEpoch: {marker_coordinator_epoch(value)}"
+    if type_id == LEADER_CHANGE and value:
         try:
             return f" LeaderChange: {_leader_change_json(value)}"
-        except (IndexError, struct.error):
+        except (IndexError, ValueError, struct.error):
             pass
     return f" controlType: {name}({type_id})"
-
-
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
 
 
 def _leader_change_json(value: bytes) -> str:
@@ -282,12 +245,12 @@ def _leader_change_json(value: bytes) -> str:
     pos = 6
     lists = []
     for _ in range(2):
-        n, pos = _uvarint(value, pos)
+        n, pos = read_uvarint(value, pos)
         voters = []
         for _ in range(max(0, n - 1)):
             (vid,) = struct.unpack_from(">i", value, pos)
             pos += 4
-            tags, pos = _uvarint(value, pos)
+            tags, pos = read_uvarint(value, pos)
             if tags:
                 raise IndexError("tagged fields")
             voters.append(f'{{"voterId":{vid}}}')
@@ -310,11 +273,11 @@ def dump_log(path: Path, shown: str, args: argparse.Namespace, out: TextIO, repo
         valid_bytes = 0
         last_offset = -1
         pairs: list[tuple[int, int]] = []
-        for b in f.batches():
-            valid = f.crc_ok(b) if b.magic >= 2 else False
-            out.write(_batch_line(b, valid) + "\n")
+        for at, b in f.batches():
+            valid = f.crc_ok(at, b) if b.magic >= 2 else False
+            out.write(_batch_line(at, b, valid) + "\n")
             if deep and b.magic >= 2:
-                for rec in decode_batches(f.batch_bytes(b), verify_crc=False)[0].records:
+                for rec in decode_batches(f.batch_bytes(at, b), verify_crc=False)[0].records:
                     if last_offset != -1 and rec.offset != last_offset + 1:
                         pairs.append((last_offset, rec.offset))
                     last_offset = rec.offset
@@ -322,7 +285,7 @@ def dump_log(path: Path, shown: str, args: argparse.Namespace, out: TextIO, repo
                     prefix = "| "
                     if not args.skip_record_metadata:
                         seq = -1 if b.base_sequence == -1 else increment_sequence(b.base_sequence, rec.offset - b.base_offset)
-                        line = (f"| offset: {rec.offset} {b.timestamp_type}: {rec.timestamp} "
+                        line = (f"| offset: {rec.offset} {_timestamp_type(b)}: {rec.timestamp} "
                                 f"keySize: {-1 if rec.key is None else len(rec.key)} valueSize: {-1 if rec.value is None else len(rec.value)}"
                                 f" sequence: {seq} headerKeys: [{','.join(k for k, _ in rec.headers)}]")
                         prefix = " "
@@ -396,7 +359,7 @@ def dump_index(path: Path, shown: str, args: argparse.Namespace, out: TextIO, re
     with SegmentFile(_log_for(path)) as f:
         for off, pos in entries:
             last = None
-            for b in f.batches(pos, pos + args.max_message_size):
+            for _at, b in f.batches(pos, pos + args.max_message_size):
                 last = b.last_offset
                 break
             if last is None:
@@ -429,10 +392,10 @@ def dump_time_index(path: Path, shown: str, args: argparse.Namespace, out: TextI
         prev_ts = -1
         for ts, off in entries:
             pos = _lookup(offsets, off)
-            found = None
-            for b in f.batches(pos):
+            found, found_at = None, 0
+            for at, b in f.batches(pos):
                 if b.last_offset >= off:
-                    found = b
+                    found, found_at = b, at
                     break
             if found is None:
                 report.time_not_found.setdefault(key, []).append((off, -1))
@@ -441,7 +404,7 @@ def dump_time_index(path: Path, shown: str, args: argparse.Namespace, out: TextI
             else:
                 max_ts = -1
                 try:
-                    for rec in decode_batches(f.batch_bytes(found), verify_crc=False)[0].records:
+                    for rec in decode_batches(f.batch_bytes(found_at, found), verify_crc=False)[0].records:
                         max_ts = max(max_ts, rec.timestamp)
                 except CorruptRecordError:
                     max_ts = found.max_timestamp
@@ -487,14 +450,14 @@ def verify_log(path: Path) -> list[str]:
     with SegmentFile(path) as f:
         valid = 0
         try:
-            for b in f.batches():
+            for at, b in f.batches():
                 valid += b.size
-                where = f"batch at position {b.position} (offset {b.base_offset})"
+                where = f"batch at position {at} (offset {b.base_offset})"
                 if b.magic != 2:
                     problems.append(f"{where}: message format v{b.magic} (only v2 is verified)")
                     continue
-                if not f.crc_ok(b):
-                    problems.append(f"{where}: CRC-32C mismatch (stored {b.crc}, computed {crc32c.crc32c(f.data[b.position + ATTRIBUTES_POS:b.position + b.size])})")
+                if not f.crc_ok(at, b):
+                    problems.append(f"{where}: CRC-32C mismatch (stored {b.crc}, computed {crc32c.crc32c(f.data[at + ATTRIBUTES_POS:at + b.size])})")
                     continue
                 if prev_last is not None and b.base_offset <= prev_last:
                     problems.append(f"{where}: offsets go backwards (previous batch ended at {prev_last})")
@@ -502,12 +465,12 @@ def verify_log(path: Path) -> list[str]:
                 if b.base_offset < _base_offset(path) and path.suffix == ".log":
                     problems.append(f"{where}: below the segment's base offset {_base_offset(path)}")
                 try:
-                    (decoded,) = decode_batches(f.batch_bytes(b), verify_crc=False)
+                    (decoded,) = decode_batches(f.batch_bytes(at, b), verify_crc=False)
                 except (CorruptRecordError, ValueError) as e:
                     problems.append(f"{where}: records cannot be decoded: {e}")
                     continue
-                if len(decoded.records) != b.count:
-                    problems.append(f"{where}: {len(decoded.records)} records, header says {b.count}")
+                if len(decoded.records) != b.record_count:
+                    problems.append(f"{where}: {len(decoded.records)} records, header says {b.record_count}")
                 if decoded.records and decoded.records[-1].offset > b.last_offset:
                     problems.append(f"{where}: record offset {decoded.records[-1].offset} beyond the batch's last offset {b.last_offset}")
         except CorruptRecordError as e:
@@ -538,7 +501,7 @@ def verify_index(path: Path, max_message_size: int) -> list[str]:
                 problems.append(f"entry offset {off} points at position {pos}, beyond the log's {f.size} bytes")
                 continue
             first = next(iter(f.batches(pos, pos + max_message_size)), None)
-            last = first.last_offset if first is not None else -1
+            last = first[1].last_offset if first is not None else -1
             if last != off:
                 problems.append(f"entry offset {off} position {pos}: the batch there ends at offset {last}")
     return problems

@@ -1,19 +1,24 @@
-"""``kafka-sidecar groups``: kafka-consumer-groups.sh's list, describe (with lag) and reset.
+"""``kafka-sidecar groups``: kafka-consumer-groups.sh's list, describe (with lag) and reset, and
+kafka-share-groups.sh's list and describe for share groups.
 
-Same options and output as Kafka 4's tool for what they share::
+Same options and output as Kafka 4's tools for what they share::
 
-    kafka-sidecar groups --bootstrap-server HOST:PORT --list [--state]
-    kafka-sidecar groups --bootstrap-server HOST:PORT --describe (--group G ... | --all-groups) [--members | --state]
+    kafka-sidecar groups --bootstrap-server HOST:PORT --list [--state] [--type consumer|share]
+    kafka-sidecar groups --bootstrap-server HOST:PORT --describe (--group G ... | --all-groups) [--members | --state] [--verbose]
     kafka-sidecar groups --bootstrap-server HOST:PORT --reset-offsets --group G
                          (--topic T[:P,P...] ... | --all-topics)
                          (--to-earliest | --to-latest | --to-offset N | --to-current | --shift-by N | --to-datetime ISO)
                          [--execute | --dry-run]
 
-Describe prints one row per partition: committed offset, log end offset, lag, and the member it
-is assigned to (decoded from the consumer protocol assignment) or ``-``. Reset only touches
+Describe finds each group's type (ListGroups v5) and prints it as Kafka's tool for that type
+does: classic and KIP-848 consumer groups as kafka-consumer-groups.sh (one row per partition:
+committed offset, log end offset, lag, and the member it is assigned to, or ``-``), share groups
+as kafka-share-groups.sh (``share_groups.py``). The describe APIs per type are in
+``group_describe.py``. Reset only touches
 inactive groups (Empty or unknown), like Kafka; without ``--execute`` it is a dry run that
 prints the plan. Only the Kafka protocol is used (FindCoordinator, ListGroups, DescribeGroups,
-OffsetFetch, OffsetCommit, ListOffsets, Metadata), so the tool works against any Kafka broker.
+ConsumerGroupDescribe, ShareGroupDescribe, DescribeShareGroupOffsets, OffsetFetch, OffsetCommit,
+ListOffsets, Metadata), so the tool works against any Kafka broker.
 Errors print Kafka's ``Error: ...`` line; the exit status is 1 then (Kafka's tool exits 0).
 """
 
@@ -21,18 +26,16 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import struct
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 from kafka_sidecar.client import KafkaClient
 from kafka_sidecar.server.tools.command_config import command_config
 
+from . import share_groups
 from .admin import (
-    DESCRIBE_GROUPS,
     EARLIEST,
     LATEST,
-    LIST_GROUPS,
     OFFSET_FETCH,
     commit_offsets,
     coordinator,
@@ -42,14 +45,21 @@ from .admin import (
     request,
     retrying,
 )
+from .group_describe import (
+    DESCRIBERS,
+    GroupCommandError,
+    GroupDescription,
+    assignment_string,
+    describe_consumer,
+    list_groups,
+)
 
 MISSING = "-"
 RESETTABLE_STATES = {"Empty", "Dead"}
 REBALANCING_STATES = {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
 
 
-class GroupCommandError(Exception):
-    pass
+CONSUMER_TYPES = ["classic", "consumer"]  # what kafka-consumer-groups.sh lists
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -63,6 +73,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--members", action="store_true", help="describe members")
     p.add_argument("--state", action="store_true", help="describe (or list with) the group state")
     p.add_argument("--offsets", action="store_true", help="describe offsets (the default)")
+    p.add_argument("--verbose", action="store_true", help="describe with epochs and assignments (KIP-848 and share groups)")
+    p.add_argument("--type", choices=["consumer", "share"], default=None,
+                   help="--list: consumer groups (classic and KIP-848, the default) or share groups; "
+                        "--describe finds each group's type itself")
     p.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]", help="topic (and partitions) to reset")
     p.add_argument("--all-topics", action="store_true", help="reset every partition the group has committed")
     to = p.add_mutually_exclusive_group()
@@ -82,46 +96,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # ---- protocol helpers ---------------------------------------------------------------------
 
 
-def decode_assignment(data: bytes | None) -> list[tuple[str, int]]:
-    """ConsumerProtocolAssignment (any version): the assigned (topic, partition)s."""
-    if not data or len(data) < 6:
-        return []
-    out: list[tuple[str, int]] = []
-    try:
-        pos = 2  # version
-        (n_topics,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        for _ in range(max(0, n_topics)):
-            (ln,) = struct.unpack_from(">h", data, pos)
-            pos += 2
-            topic = data[pos:pos + ln].decode()
-            pos += ln
-            (n_parts,) = struct.unpack_from(">i", data, pos)
-            pos += 4
-            for _ in range(max(0, n_parts)):
-                (p,) = struct.unpack_from(">i", data, pos)
-                pos += 4
-                out.append((topic, p))
-    except (struct.error, UnicodeDecodeError):
-        return out
-    return out
+def describe_group(client: KafkaClient, group: str) -> GroupDescription | None:
+    """A consumer group (KIP-848 or classic) as kafka-consumer-groups.sh sees it; None if none."""
+    return describe_consumer(client, group)
 
 
-def describe_group(client: KafkaClient, group: str) -> Any:
-    body = retrying(
-        lambda: request(coordinator(client, group), DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False}),
-        lambda b: b.groups[0].error_code.value,
-    )
-    (g,) = body.groups
-    code = g.error_code.value
-    if code == 69 or (not code and g.group_state == "Dead"):
-        return None
-    if code:
-        raise GroupCommandError(f"Executing consumer group command failed due to {java_exception(code)}")
-    return g
-
-
-def committed_offsets(client: KafkaClient, group: str) -> dict[tuple[str, int], int]:
+def committed_offsets_and_epochs(client: KafkaClient, group: str) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """The group's committed offsets and their leader epochs (OffsetFetch v8)."""
     body = retrying(
         lambda: request(coordinator(client, group), OFFSET_FETCH, 8, {
             "groups": [{"group_id": group, "topics": None}], "require_stable": False,
@@ -131,15 +112,13 @@ def committed_offsets(client: KafkaClient, group: str) -> dict[tuple[str, int], 
     (g,) = body.groups
     if g.error_code.value:
         raise GroupCommandError(f"Executing consumer group command failed due to {java_exception(g.error_code.value)}")
-    return {(t.name, p.partition_index): p.committed_offset for t in g.topics for p in t.partitions
-            if not p.error_code.value and p.committed_offset >= 0}
+    parts = [(t.name, p) for t in g.topics for p in t.partitions if not p.error_code.value and p.committed_offset >= 0]
+    return ({(t, p.partition_index): p.committed_offset for t, p in parts},
+            {(t, p.partition_index): p.committed_leader_epoch for t, p in parts})
 
 
-def list_groups(client: KafkaClient) -> list[tuple[str, str]]:
-    body = request(client.bootstrap, LIST_GROUPS, 4, {"states_filter": []})
-    if body.error_code.value:
-        raise GroupCommandError(f"Executing consumer group command failed due to {java_exception(body.error_code.value)}")
-    return [(g.group_id, g.group_state) for g in body.groups if g.protocol_type in ("consumer", "")]
+def committed_offsets(client: KafkaClient, group: str) -> dict[tuple[str, int], int]:
+    return committed_offsets_and_epochs(client, group)[0]
 
 
 # ---- describe -----------------------------------------------------------------------------
@@ -157,9 +136,9 @@ def _state_note(group: str, state: str | None, err: TextIO, out: TextIO) -> bool
     return True
 
 
-def _offset_rows(client: KafkaClient, group: str, g: Any) -> list[list[str]]:
-    committed = committed_offsets(client, group)
-    members = [(m, sorted(decode_assignment(m.member_assignment))) for m in g.members]
+def _offset_rows(client: KafkaClient, group: str, g: GroupDescription) -> list[list[str]]:
+    committed, epochs = committed_offsets_and_epochs(client, group)
+    members = [(m, sorted(m.assignment)) for m in g.members]
     members = [(m, a) for m, a in members if a]
     members.sort(key=lambda ma: -len(ma[1]))  # Kafka: members with the most partitions first
     assigned = {tp for _, a in members for tp in a}
@@ -171,74 +150,128 @@ def _offset_rows(client: KafkaClient, group: str, g: Any) -> list[list[str]]:
         off = committed.get(tp)
         end = ends.get(tp)
         lag = str(end - off) if off is not None and end is not None else MISSING
+        epoch = epochs.get(tp, -1)
         return [group, tp[0], str(tp[1]), MISSING if off is None else str(off), MISSING if end is None else str(end),
-                lag, member, host, client_id]
+                lag, member, host, client_id, MISSING if epoch < 0 else str(epoch)]
 
     for m, a in members:
-        rows += [row(tp, m.member_id, m.client_host, m.client_id) for tp in a]
+        rows += [row(tp, m.member_id, m.host, m.client_id) for tp in a]
     rows += [row(tp, MISSING, MISSING, MISSING) for tp in unassigned]
     return rows
 
 
-def _print_offsets(rows: list[list[str]], out: TextIO) -> None:
+def _print_offsets(rows: list[list[str]], out: TextIO, verbose: bool) -> None:
     wg = max([15, *(len(r[0]) for r in rows)])
     wt = max([15, *(len(r[1]) for r in rows)])
     wc = max([15, *(len(r[6]) for r in rows)])
     wh = max([15, *(len(r[7]) for r in rows)])
 
     def fmt(r: list[str]) -> str:
-        return (f"\n{r[0]:<{wg}} {r[1]:<{wt}} {r[2]:<10} {r[3]:<15} {r[4]:<15} {r[5]:<15} "
+        epoch = f"{r[9]:<15} " if verbose else ""
+        return (f"\n{r[0]:<{wg}} {r[1]:<{wt}} {r[2]:<10} {epoch}{r[3]:<15} {r[4]:<15} {r[5]:<15} "
                 f"{r[6]:<{wc}} {r[7]:<{wh}} {r[8]}")
 
-    out.write(fmt(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]))
+    out.write(fmt(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID",
+                   "LEADER-EPOCH"]))
     for r in rows:
         out.write(fmt(r))
     out.write("\n")
 
 
-def _print_members(group: str, g: Any, out: TextIO) -> None:
-    members = [(m, decode_assignment(m.member_assignment)) for m in g.members]
+def _print_members(group: str, g: GroupDescription, out: TextIO, verbose: bool) -> None:
+    """ConsumerGroupCommand.printMembers: GROUP-INSTANCE-ID when a member has one; with
+    --verbose the epochs and assignments (KIP-848), UPGRADED when classic and consumer members mix."""
+    members = g.members
     wg = max([15, len(group)])
-    wc = max([15, *(len(m.member_id) for m, _ in members)])
-    wh = max([15, *(len(m.client_host) for m, _ in members)])
-    wi = max([15, *(len(m.client_id) for m, _ in members)])
-    out.write(f"\n{'GROUP':<{wg}} {'CONSUMER-ID':<{wc}} {'HOST':<{wh}} {'CLIENT-ID':<{wi}} {'#PARTITIONS':<15} \n")
-    for m, a in members:
-        out.write(f"{group:<{wg}} {m.member_id:<{wc}} {m.client_host:<{wh}} {m.client_id:<{wi}} {len(a):<15} \n")
+    wc = max([15, *(len(m.member_id) for m in members)])
+    wi = max([17, *(len(m.instance_id or "") for m in members)])
+    wh = max([15, *(len(m.host) for m in members)])
+    wl = max([15, *(len(m.client_id) for m in members)])
+    with_instance = any(m.instance_id for m in members)
+    current = [assignment_string(m.assignment) for m in members]
+    target = [assignment_string(m.target_assignment) for m in members]
+    wa = max([20, *(len(a) for a in current)])
+    wt = max([20, *(len(a) for a in target)])
+    upgraded = any(m.upgraded is False for m in members) and any(m.upgraded for m in members)
+
+    def line(cols: list[str], extra: list[str]) -> str:
+        base = f"{cols[0]:<{wg}} {cols[1]:<{wc}} "
+        if with_instance:
+            base += f"{cols[2]:<{wi}} "
+        base += f"{cols[3]:<{wh}} {cols[4]:<{wl}} {cols[5]:<15} "
+        if verbose:
+            base += f"{extra[0]:<15} {extra[1]:<{wa}} {extra[2]:<15} {extra[3]:<{wt}}"
+            if upgraded:
+                base += f" {extra[4]}"
+        return base
+
+    out.write("\n" + line(["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
+                           ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "UPGRADED"]))
+    target_epoch = MISSING if g.assignment_epoch is None else str(g.assignment_epoch)
+    for m, cur, tgt in zip(members, current, target, strict=True):
+        epoch = MISSING if m.member_epoch is None else str(m.member_epoch)
+        up = MISSING if m.upgraded is None else str(m.upgraded).lower()
+        out.write("\n" + line([group, m.member_id, m.instance_id or "", m.host, m.client_id, str(len(m.assignment))],
+                               [epoch, cur, target_epoch, tgt, up]))
+    out.write("\n")
 
 
-def _print_state(client: KafkaClient, group: str, g: Any, out: TextIO) -> None:
+def _print_state(client: KafkaClient, group: str, g: GroupDescription, out: TextIO, verbose: bool) -> None:
     node, host, port = coordinator_address(client, group)
     coord = f"{host}:{port}  ({node})"
     wc = max(25, len(coord))
     wg = max(15, len(group))
-    strategy = g.protocol_data or MISSING
-    fmt = f"\n{{:<{wg}}} {{:<{wc}}} {{:<20}} {{:<20}} {{}}"
-    out.write(fmt.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"))
-    out.write(fmt.format(group, coord, strategy, g.group_state, len(g.members)))
+    strategy = g.assignor or MISSING
+    if verbose:
+        fmt = f"\n{{:<{wg}}} {{:<{wc}}} {{:<20}} {{:<20}} {{:<15}} {{:<25}} {{}}"
+        out.write(fmt.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"))
+        epoch = MISSING if g.group_epoch is None else g.group_epoch
+        target = MISSING if g.assignment_epoch is None else g.assignment_epoch
+        out.write(fmt.format(group, coord, strategy, g.state, epoch, target, len(g.members)))
+    else:
+        fmt = f"\n{{:<{wg}}} {{:<{wc}}} {{:<20}} {{:<20}} {{}}"
+        out.write(fmt.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"))
+        out.write(fmt.format(group, coord, strategy, g.state, len(g.members)))
     out.write("\n")
 
 
+def _group_types(client: KafkaClient) -> dict[str, str]:
+    return {gid: gtype for gid, _, gtype, _ in list_groups(client, [])}
+
+
 def _describe(client: KafkaClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    groups = sorted(g for g, _ in list_groups(client)) if args.all_groups else list(args.group)
+    kinds = _group_types(client)
+    if args.all_groups:
+        wanted = ["share"] if args.type == "share" else CONSUMER_TYPES
+        groups = sorted(g for g, t in kinds.items() if t in wanted)
+    else:
+        groups = list(args.group)
     if not groups:
         raise GroupCommandError("Option [describe] takes one of these options: [all-groups], [group]")
     for group in sorted(groups):
+        kind = kinds.get(group)
+        if kind == "share" or (kind is None and args.type == "share"):
+            status = share_groups.describe(client, group, args, out, err)
+            if status:
+                return status
+            continue
+        if kind not in DESCRIBERS and kind is not None:
+            raise GroupCommandError(f"Group '{group}' is a {kind} group: this tool does not describe {kind} groups yet")
         g = describe_group(client, group)
         if g is None:
             out.write(f"\nError: Executing consumer group command failed due to "
                       f"org.apache.kafka.common.errors.GroupIdNotFoundException: Group {group} not found.\n")
             return 1
         if args.members:
-            if _state_note(group, g.group_state, err, out):
-                _print_members(group, g, out)
+            if _state_note(group, g.state, err, out):
+                _print_members(group, g, out, args.verbose)
         elif args.state:
-            if _state_note(group, g.group_state, err, out):
-                _print_state(client, group, g, out)
+            if _state_note(group, g.state, err, out):
+                _print_state(client, group, g, out, args.verbose)
         else:
             rows = _offset_rows(client, group, g)
-            if _state_note(group, g.group_state, err, out) and rows:
-                _print_offsets(rows, out)
+            if _state_note(group, g.state, err, out) and rows:
+                _print_offsets(rows, out, args.verbose)
     return 0
 
 
@@ -320,7 +353,7 @@ def _reset(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> int:
     status = 0
     for group in args.group:
         g = describe_group(client, group)
-        state = g.group_state if g is not None else "Dead"
+        state = g.state if g is not None else "Dead"
         if state not in RESETTABLE_STATES:
             out.write(f"\nError: Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}.\n")
             plans[group] = {}
@@ -344,7 +377,10 @@ def _reset(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _list(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> int:
-    groups = list_groups(client)  # in the broker's order, as Kafka's tool prints them
+    if args.type == "share":
+        return share_groups.list_(client, args, out)
+    # In the broker's order, as Kafka's tool prints them; consumer-protocol groups only.
+    groups = [(g, s) for g, s, _, protocol in list_groups(client, CONSUMER_TYPES) if protocol in ("consumer", "")]
     if args.state:
         width = max([15, *(len(g) for g, _ in groups)]) + 10
         out.write(f"{'GROUP':<{width}} {'STATE':<20}\n")

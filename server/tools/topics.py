@@ -25,6 +25,7 @@ import sys
 from typing import Any, TextIO
 
 from kafka_sidecar.client import KafkaClient, KafkaClientError
+from kafka_sidecar.protocol.topic import INTERNAL_TOPICS
 from kafka_sidecar.server.tools.command_config import command_config
 
 from .admin import (
@@ -40,7 +41,6 @@ from .admin import (
     request,
 )
 
-INTERNAL = {"__consumer_offsets", "__transaction_state", "__share_group_state"}
 TIMEOUT_MS = 30000
 
 
@@ -83,7 +83,7 @@ def _matching(client: KafkaClient, pattern: str | None, exclude_internal: bool) 
     meta = client.metadata(None)
     topics = sorted((t for t in meta.topics if not t.error_code.value), key=lambda t: t.name)
     if exclude_internal:
-        topics = [t for t in topics if not (t.is_internal or t.name in INTERNAL)]
+        topics = [t for t in topics if not (t.is_internal or t.name in INTERNAL_TOPICS)]
     if pattern is not None:
         try:
             rx = re.compile(pattern)
@@ -167,7 +167,7 @@ def _delete(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> int:
         raise TopicCommandError("--topic is required with --delete")
     topics = _matching(client, args.topic, exclude_internal=False)
     _ensure_found(topics, args.topic, args.if_exists)
-    internal = [t.name for t in topics if t.is_internal or t.name in INTERNAL]
+    internal = [t.name for t in topics if t.is_internal or t.name in INTERNAL_TOPICS]
     if internal:
         raise TopicCommandError(f"Topic {internal[0]} is a kafka internal topic and is not allowed to be marked for deletion.")
     if not topics:

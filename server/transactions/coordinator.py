@@ -22,12 +22,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.storage.log_config import validate_topic_configs
 
+from ..coordinator.clock import now_ms
 from ..groups.records import OFFSETS_TOPIC, build_batch
 from .records import (
     TRANSACTION_STATE_TOPIC,
@@ -62,10 +62,6 @@ S = TransactionState
 COORDINATOR_EPOCH = 0  # one broker, never a new leader of a __transaction_state partition
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class TransactionCoordinator:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -83,7 +79,7 @@ class TransactionCoordinator:
 
     async def start(self) -> None:
         """Replay ``__transaction_state`` and complete the transactions left in Prepare*."""
-        info = self.broker.log_manager.topics.get(TRANSACTION_STATE_TOPIC)
+        info = self.broker.metadata.topics.get(TRANSACTION_STATE_TOPIC)
         if info is not None:
             self.num_partitions = info.partitions
             count = await self.broker.run_blocking(self._load_all, info.partitions)
@@ -116,12 +112,12 @@ class TransactionCoordinator:
     async def ensure_topic(self) -> None:
         """Create ``__transaction_state`` on first use, with Kafka's topic configs."""
         lm = self.broker.log_manager
-        if TRANSACTION_STATE_TOPIC in lm.topics:
+        if TRANSACTION_STATE_TOPIC in self.broker.metadata.topics:
             return
         if self._topic_lock is None:
             self._topic_lock = asyncio.Lock()
         async with self._topic_lock:
-            if TRANSACTION_STATE_TOPIC in lm.topics:
+            if TRANSACTION_STATE_TOPIC in self.broker.metadata.topics:
                 return
             configs = validate_topic_configs({
                 "cleanup.policy": "compact",
@@ -178,7 +174,7 @@ class TransactionCoordinator:
             return errors.COORDINATOR_LOAD_IN_PROGRESS, -1, -1
         await self.ensure_topic()
         if transactional_id not in self.transactions:
-            pid = await self.broker.run_blocking(self.broker.log_manager.allocate_producer_id)
+            pid = await self.broker.run_blocking(self.broker.producer_ids.allocate)
             if transactional_id not in self.transactions:
                 self.transactions[transactional_id] = TransactionMetadata(
                     transactional_id, pid, NO_PRODUCER_EPOCH, txn_timeout_ms, S.EMPTY,
@@ -202,7 +198,7 @@ class TransactionCoordinator:
             # A retry of an InitProducerId whose answer was lost (KIP-360): the epoch already given.
             return errors.NONE, m.producer_id, m.producer_epoch
         if m.is_producer_epoch_exhausted:
-            pid = await self.broker.run_blocking(self.broker.log_manager.allocate_producer_id)
+            pid = await self.broker.run_blocking(self.broker.producer_ids.allocate)
             if self.transactions.get(transactional_id) is not m or m.pending_transition_in_progress:
                 return CONCURRENT_TRANSACTIONS, -1, -1
             new.previous_producer_id = m.producer_id

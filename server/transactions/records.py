@@ -23,8 +23,12 @@ import logging
 import struct
 from collections.abc import Callable, Iterator
 
+from kafka_sidecar.protocol.control_records import ABORT as ABORT_MARKER
+from kafka_sidecar.protocol.control_records import COMMIT as COMMIT_MARKER
+from kafka_sidecar.protocol.control_records import control_type
 from kafka_sidecar.protocol.record_batch import CONTROL_MASK, iter_headers
 from kafka_sidecar.protocol.records import decode_records, iter_batches
+from kafka_sidecar.protocol.topic import TRANSACTION_STATE_TOPIC  # noqa: F401 (re-exported)
 from kafka_sidecar.storage.log import Log
 
 from ..groups.records import RecordFormatError, _Reader, partition_for
@@ -32,7 +36,6 @@ from .state import NO_PRODUCER_ID, TransactionMetadata, TransactionState
 
 log = logging.getLogger(__name__)
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
 VALUE_VERSION = 0
 
@@ -41,9 +44,6 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I8 = struct.Struct(">b")
 
-# Control record types (Kafka's ControlRecordType).
-ABORT_MARKER = 0
-COMMIT_MARKER = 1
 
 
 def _string(s: str) -> bytes:
@@ -142,7 +142,7 @@ def iter_records_and_markers(data: bytes) -> Iterator[tuple[int, int, int, bytes
         control = h.attributes & CONTROL_MASK
         for offset, key, value in zip(offsets, keys, values, strict=True):
             if control:
-                marker = _I16.unpack_from(key, 2)[0] if key is not None and len(key) >= 4 else None
+                marker = control_type(key)
                 if marker in (ABORT_MARKER, COMMIT_MARKER):
                     yield offset, h.producer_id, h.producer_epoch, None, None, marker
                 continue

@@ -1,8 +1,14 @@
-"""Real clients (confluent-kafka = librdkafka, kafka-python) used by the scenarios, bounded."""
+"""Real clients (confluent-kafka = librdkafka, kafka-python, Kafka's Java console consumer) used by the scenarios, bounded."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
@@ -89,3 +95,65 @@ def kp_read(bootstrap: str, topic: str, partition: int, count: int, timeout: flo
     finally:
         c.close()
     return out
+
+
+_FETCH_SESSION_LOG4J = """status = warn
+appender.stderr.type = Console
+appender.stderr.name = STDERR
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stderr.ref = STDERR
+logger.fsh.name = org.apache.kafka.clients.FetchSessionHandler
+logger.fsh.level = DEBUG
+"""
+_CREATED = re.compile(r"sent a full fetch response that created a new incremental fetch session (-?\d+)")
+_INCREMENTAL = re.compile(r"sent an incremental fetch response with throttleTimeMs = \d+ for session (-?\d+)")
+
+
+def java_fetch_sessions(bootstrap: str, topic: str, work_dir: Path, count: int,
+                        produce_one: Callable[[int], None], gap: float = 0.3) -> dict[str, Any]:
+    """Kafka's own Java consumer (kafka-console-consumer.sh) subscribed to ``topic`` until it has
+    read ``count`` records, with its FetchSessionHandler's DEBUG lines on. The records are made by
+    ``produce_one(i)`` one at a time, ``gap`` seconds apart, once the consumer's first full fetch
+    was answered, so they reach it in incremental answers. Returns what the consumer says about
+    the broker's fetch sessions (the ids it got, the sessions of its incremental answers) and the
+    records read."""
+    from tests.support import kafka_bin
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    config = work_dir / "fetch-session-log4j2.properties"
+    config.write_text(_FETCH_SESSION_LOG4J)
+    env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_OPTS", "JMX_PORT", "KAFKA_DEBUG")}
+    env.update(KAFKA_LOG4J_OPTS=f"-Dlog4j2.configurationFile={config}", KAFKA_HEAP_OPTS="-Xmx256m", LOG_DIR=str(work_dir))
+    proc = subprocess.Popen([str(kafka_bin("kafka-console-consumer.sh")), "--bootstrap-server", bootstrap, "--topic", topic,
+                             "--from-beginning", "--max-messages", str(count), "--timeout-ms", "60000",
+                             "--command-property", "fetch.max.wait.ms=200"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines: list[str] = []
+    first_answer = threading.Event()
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "sent a full fetch response" in line:
+                first_answer.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        first_answer.wait(90)
+        for i in range(count):
+            produce_one(i)
+            time.sleep(gap)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    reader.join(10)
+    text = "".join(lines)
+    return {"returncode": proc.returncode, "records": [r for r in out.splitlines() if r], "created": [int(x) for x in _CREATED.findall(text)],
+            "incremental": [int(x) for x in _INCREMENTAL.findall(text)], "stderr": text}

@@ -41,7 +41,8 @@ ERRORS = {
     37: "INVALID_PARTITIONS", 38: "INVALID_REPLICATION_FACTOR", 40: "INVALID_CONFIG",
     42: "INVALID_REQUEST", 44: "POLICY_VIOLATION", 45: "OUT_OF_ORDER_SEQUENCE_NUMBER",
     47: "INVALID_PRODUCER_EPOCH", 59: "UNKNOWN_PRODUCER_ID", 87: "INVALID_RECORD",
-    100: "UNKNOWN_TOPIC_ID",
+    70: "FETCH_SESSION_ID_NOT_FOUND", 71: "INVALID_FETCH_SESSION_EPOCH", 100: "UNKNOWN_TOPIC_ID",
+    106: "FETCH_SESSION_TOPIC_ID_ERROR",
 }
 RETRIABLE_AFTER_CREATE = {3, 5, 6}  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
 RETRIABLE_COORDINATOR = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
@@ -239,6 +240,29 @@ class Wire:
         })
         parts = [p for t in body["responses"] for p in t["partitions"]]
         return {"error": body["error_code"], "partition_errors": [p["error_code"] for p in parts]}
+
+    def fetch_session(self, version: int, session_id: int, epoch: int, topics: list[tuple[Any, list[tuple[int, int]]]],
+                      forgotten: list[tuple[Any, list[int]]] | None = None, *, max_wait_ms: int = 0,
+                      partition_max_bytes: int = 1 << 20) -> dict[str, Any]:
+        """One Fetch with session fields (KIP-227), v7-v17: ``topics`` as (name, or topic id at v13+,
+        [(partition, fetch offset)]), ``forgotten`` as (name or id, [partitions]). The plain body."""
+        key = "topic_id" if version >= 13 else "topic"
+        data: dict[str, Any] = {
+            "max_wait": max_wait_ms, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": session_id, "session_epoch": epoch,
+            "topics": [{key: t, "partitions": [{
+                "partition": p, "current_leader_epoch": -1, "fetch_offset": o, "last_fetched_epoch": -1,
+                "log_start_offset": -1, "partition_max_bytes": partition_max_bytes, "replica_directory_id": None}
+                for p, o in parts]}
+                for t, parts in topics],
+            "forgotten_topics_data": [{key: t, "partitions": parts} for t, parts in forgotten or []],
+            "rack_id": "",
+        }
+        if version >= 15:
+            data.update(replica_state={"replica_id": -1, "replica_epoch": -1}, cluster_id=None)
+        else:
+            data["replica_id"] = -1
+        return self.call(FETCH, version, data)
 
     def fetch_all(self, topic: str, partition: int = 0, start: int = 0, timeout: float = 20.0) -> list[RecordBatch]:
         """Every batch from ``start`` to the high watermark (CRC-checked), at most one of each."""

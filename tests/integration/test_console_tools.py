@@ -174,3 +174,97 @@ def test_the_wheel_carries_every_package_and_the_entry_points(tmp_path) -> None:
             rel = init.parent.relative_to(REPO / root)
             mapped = "kafka_sidecar/testing" if rel.parts[:1] == ("testing",) else "/".join(("kafka_sidecar", package, *rel.parts))
             assert f"{mapped}/__init__.py" in names, f"{init.parent} is not in the wheel"
+
+
+# ---- a newcomer's first mistakes, and streaming produce ---------------------------------------
+
+
+def test_produce_to_a_missing_topic_hints_create_and_bad_names_state_the_rule(ours: str) -> None:
+    missing = cli("produce", "-b", ours, "-t", f"missing-{uuid.uuid4().hex[:6]}", input="x\n")
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr and "add --create" in missing.stderr
+    bad = cli("produce", "-b", ours, "-t", "bad topic!", "--create", input="x\n")
+    assert bad.returncode == 1
+    assert bad.stderr == ("kafka-sidecar: error: Topic name is invalid: 'bad topic!' contains one or more characters "
+                          "other than ASCII alphanumerics, '.', '_' and '-'\n")
+
+
+def test_consume_to_the_end_of_an_empty_topic_reports_zero_as_kafka_does(ours: str) -> None:
+    topic = new_topic(ours, 1)
+    done = cli("consume", "-b", ours, "-t", topic, "--from-beginning", "-e")
+    assert done.returncode == 0 and done.stdout == ""
+    # kafka-console-consumer.sh prints this line on stderr when it stops (ConsoleConsumer.reportRecordCount).
+    assert done.stderr == "Processed a total of 0 messages\n"
+    from tests.support import kafka_bin, kafka_tool_missing
+
+    if kafka_tool_missing("kafka-console-consumer.sh"):
+        return  # the line itself is checked above; Kafka's own tool only confirms where it goes
+    theirs = subprocess.run([str(kafka_bin("kafka-console-consumer.sh")), "--bootstrap-server", ours, "--topic", topic,
+                             "--from-beginning", "--timeout-ms", "1500"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert theirs.stdout == ""
+    assert theirs.stderr.splitlines()[-1] == "Processed a total of 0 messages"
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
+
+
+def wait_end_offset(bootstrap: str, topic: str, n: int, timeout: float = 15.0) -> int:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (got := end_offset(bootstrap, topic)) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return got
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("mode", ["linger", "sync"])
+def test_produce_streams_lines_as_they_arrive_and_flushes_on_a_signal(ours: str, sig: str, mode: str) -> None:
+    """A pipe written slowly: each line is in the topic while the producer still runs; a signal
+    right after the last writes loses none of them."""
+    import signal
+    import time
+
+    topic = new_topic(ours, 1)
+    extra = ["--sync"] if mode == "sync" else []
+    proc = subprocess.Popen([*sidecar_command(), "produce", "-b", ours, "-t", topic, *extra],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    try:
+        for i in range(3):  # slowly: each line must arrive before the next is written
+            proc.stdin.write(b"slow-%d\n" % i)
+            proc.stdin.flush()
+            assert wait_end_offset(ours, topic, i + 1) == i + 1, f"line {i} not sent while the pipe stays open"
+        for i in range(50):  # then a burst, and the signal at once
+            proc.stdin.write(b"burst-%d\n" % i)
+        proc.stdin.write(b"no newline yet")
+        proc.stdin.flush()
+        time.sleep(0.01)
+        proc.send_signal(getattr(signal, sig))
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + getattr(signal, sig), err
+    assert err == b"" and out == b""
+    values = [m.value() for m in read_all(ours, topic, 54)]
+    assert values == [b"slow-%d" % i for i in range(3)] + [b"burst-%d" % i for i in range(50)] + [b"no newline yet"]
+
+
+def test_produce_reports_each_delivery_error_and_goes_on(ours: str) -> None:
+    topic = f"console-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": ours})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"max.message.bytes": "200"})])[topic].result(30)
+    done = cli("produce", "-b", ours, "-t", topic, "--sync", input="small-1\n" + "x" * 500 + "\nsmall-2\n")
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"kafka-sidecar: error: 1 record(s) to {topic}-0 not delivered: MESSAGE_TOO_LARGE (10)")
+    assert done.stderr.count("\n") == 1
+    assert [m.value() for m in read_all(ours, topic, 2)] == [b"small-1", b"small-2"]

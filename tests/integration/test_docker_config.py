@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -113,6 +114,7 @@ def serve(env: dict[str, str], args: list[str], cwd: Path) -> Iterator[subproces
         while True:
             line = proc.stdout.readline()
             if "listening on" in line:
+                proc.ready_line = line  # type: ignore[attr-defined]
                 break
             if (not line and proc.poll() is not None) or time.monotonic() > deadline:
                 raise AssertionError(f"not serving (exit {proc.poll()}): {proc.stderr.read() if proc.stderr else ''}")
@@ -126,8 +128,9 @@ def container_args(img: Image, metrics_port: int) -> list[str]:
     """CMD with the metrics endpoint on loopback and a free port (ENTRYPOINT is kafka-sidecar)."""
     assert img.entrypoint == ["kafka-sidecar"]
     out = [str(metrics_port) if a == img.metrics_port else a for a in img.cmd]
-    if "--metrics-host" in out:
-        out[out.index("--metrics-host") + 1] = "127.0.0.1"
+    for flag, value in (("--metrics-host", "127.0.0.1"), ("--console-host", "127.0.0.1"), ("--console-port", "0")):
+        if flag in out:
+            out[out.index(flag) + 1] = value
     return out
 
 
@@ -212,7 +215,8 @@ def test_two_listener_compose_example(tmp_path: Path) -> None:
     assert names == ["HOST", "DOCKER"]
     assert env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"] == "HOST:PLAINTEXT,DOCKER:PLAINTEXT"
     assert env["KAFKA_ADVERTISED_LISTENERS"] == "HOST://localhost:9092,DOCKER://sidecar:19092"
-    assert sidecar["ports"] == ["127.0.0.1:9092:9092"]  # HOST only, on the host's loopback
+    # HOST only, on the host's loopback; and the web console of the image's CMD
+    assert sidecar["ports"] == ["127.0.0.1:9092:9092", "127.0.0.1:8080:8080"]
     # the client: on demand (`run`), after the broker is healthy, without the image's healthcheck
     assert client["profiles"] == ["client"] and client["healthcheck"] == {"disable": True}
     assert client["depends_on"] == {"sidecar": {"condition": "service_healthy"}}
@@ -224,7 +228,10 @@ def test_two_listener_compose_example(tmp_path: Path) -> None:
                "KAFKA_LISTENERS": on_loopback(env["KAFKA_LISTENERS"], ports),
                "KAFKA_ADVERTISED_LISTENERS": with_ports(env["KAFKA_ADVERTISED_LISTENERS"], ports),
                "KAFKA_LOG_DIRS": str(tmp_path / "data")}
-    with serve(run_env, container_args(img, mport), tmp_path):
+    with serve(run_env, container_args(img, mport), tmp_path) as proc:
+        console = proc.ready_line.strip().rpartition("; console on ")[2]
+        with urllib.request.urlopen(console, timeout=10) as r:  # the image's console (on loopback here)
+            assert r.status == 200 and b"<h2>Topics" in r.read()
         # each client is sent back to the listener it came through, by the advertised name
         assert advertised(f"127.0.0.1:{ports['HOST']}") == [("localhost", ports["HOST"])]
         assert advertised(f"127.0.0.1:{ports['DOCKER']}") == [("sidecar", ports["DOCKER"])]

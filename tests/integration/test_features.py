@@ -49,10 +49,11 @@ def test_reported_features(server: SidecarProcess) -> None:
         supported = {f["name"]: (f["min_version"], f["max_version"]) for f in body["supported_features"]}
         assert supported == {"metadata.version": (7, 30), "share.version": (0, 1), "group.version": (1, 1),
                              "kraft.version": (0, 0), "transaction.version": (0, 0),
-                             "eligible.leader.replicas.version": (0, 0), "streams.version": (0, 0)}
+                             "eligible.leader.replicas.version": (0, 0), "streams.version": (0, 1)}
         # Kafka's HashMap order; level-0 features are not finalized; metadata.version last.
         assert [f["name"] for f in body["supported_features"]][:3] == ["group.version", "kraft.version", "metadata.version"]
-        assert list(_finalized(body).items()) == [("group.version", 1), ("share.version", 1), ("metadata.version", 30)]
+        assert list(_finalized(body).items()) == [("group.version", 1), ("streams.version", 1), ("share.version", 1),
+                                                 ("metadata.version", 30)]
         # Below v4 a range starting at 0 is left out (KAFKA-17011).
         assert [f["name"] for f in _api_versions(w, 3)["supported_features"]] == ["group.version", "metadata.version"]
 

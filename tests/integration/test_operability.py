@@ -431,6 +431,8 @@ def test_metrics_move_with_produce_and_fetch(tmp_path, servers):
     assert ("kafka_cluster_partition_underminisr", (("partition", "0"), ("topic", "m"))) in after
     assert _value(after, "kafka_cluster_partition_underminisr", topic="m", partition="0") == 0
     assert _value(after, "kafka_server_replicamanager_underminisrpartitioncount") == 0
+    assert ("kafka_server_fetchsessioncache_numincrementalfetchsessions", ()) in after
+    assert ("kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total", ()) in after
     assert _value(after, "kafka_server_socketserver_connections_opened_total", listener="PLAINTEXT") >= 2
     assert ("kafka_log_logcleaner_cleanings_total", ()) in after
     assert ("kafka_log_logmanager_retention_rounds_total", ()) in after

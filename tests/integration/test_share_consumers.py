@@ -168,3 +168,74 @@ def test_java_share_consumer_explicit_acknowledgement(broker: EmbeddedBroker, wi
     commits = [d for d in lines if "commitError" in d]
     assert commits == [], commits
     assert _lag(wire, group, topic) == 0
+
+
+# ---- librdkafka's own share-consumer tests, as scenarios (issue 25) ------------------------------
+
+
+def _poll_until(c: Any, want: int, seconds: float = 60) -> list[Any]:
+    """Poll until a non-empty batch arrives (or ``want`` records in all); the batch."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        msgs = c.poll(1.0)
+        if msgs:
+            for m in msgs:
+                assert m.error() is None, m.error()
+            return list(msgs)
+    raise AssertionError(f"no records within {seconds} s (wanted {want})")
+
+
+@pytest.mark.skipif(not HAS_SHARE_CONSUMER, reason="the installed confluent-kafka has no ShareConsumer")
+def test_librdkafka_destroy_with_explicit_ack(broker: EmbeddedBroker, wire: Wire) -> None:
+    """librdkafka 0179 do_test_destroy_with_explicit_ack, ack half: 2 partitions x 50 records; the
+    first poll returns one partition's 50 (the first share-partition loaded, as Kafka answers),
+    the second the other's; half of the second batch acknowledged, then close: its final
+    ShareAcknowledge applies them, and a second consumer gets exactly the other 25 again."""
+    topic, group = _topic("rdk-destroy"), _topic("rd")
+    wire.create_topic(topic, partitions=2)
+    ops = [{"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]
+    answer = wire.call(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": ops}], "validate_only": False})
+    assert answer["responses"][0]["error_code"] == 0, answer
+    for p in (0, 1):
+        assert wire.produce(topic, batch([b"p%d-%d" % (p, i) for i in range(50)]), partition=p)["error"] == 0
+    c = _share_consumer(broker.bootstrap_servers, group, topic, "explicit")
+    try:
+        first = _poll_until(c, 100)
+        assert len(first) == 50 and len({m.partition() for m in first}) == 1, [(m.partition(), m.offset()) for m in first]
+        for m in first:
+            c.acknowledge(m)
+        second = _poll_until(c, 50)
+        assert len(second) == 50 and {m.partition() for m in second} == {1 - first[0].partition()}
+        for m in second[:25]:
+            c.acknowledge(m)
+    finally:
+        c.close()
+    c2 = _share_consumer(broker.bootstrap_servers, group, topic, "explicit")
+    try:
+        again = _poll_until(c2, 25)
+        assert sorted((m.partition(), m.offset(), m.delivery_count()) for m in again) == \
+            [(second[0].partition(), o, 2) for o in range(25, 50)]
+        for m in again:
+            c2.acknowledge(m)
+        assert all(v is None for v in c2.commit_sync(10).values())
+    finally:
+        c2.close()
+
+
+@pytest.mark.skipif(not HAS_SHARE_CONSUMER, reason="the installed confluent-kafka has no ShareConsumer")
+def test_librdkafka_commit_sync_after_topic_deletion(broker: EmbeddedBroker, wire: Wire) -> None:
+    """librdkafka 0176 do_test_commit_sync_after_topic_deletion: records consumed (implicit
+    acknowledgement), the topic deleted, commit_sync: the partition's result is an error
+    (UNKNOWN_TOPIC_ID, Kafka's answer to acknowledgements of a deleted topic)."""
+    topic, group = _topic("rdk-deleted"), _topic("rx")
+    _prepare(wire, topic, group, 5)
+    c = _share_consumer(broker.bootstrap_servers, group, topic, "implicit")
+    try:
+        assert _poll_until(c, 5)
+        assert wire.delete_topics([topic])[topic] == 0
+        results = c.commit_sync(30)
+        errors_seen = {tp.partition: err for tp, err in results.items()}
+        assert errors_seen and all(err is not None for err in errors_seen.values()), errors_seen
+        assert {err.args[0].code() for err in errors_seen.values()} == {confluent_kafka.KafkaError.UNKNOWN_TOPIC_ID}, errors_seen
+    finally:
+        c.close()

@@ -301,7 +301,8 @@ def test_share_group_metrics(tmp_path: Path) -> None:
                     {"first_offset": 2, "last_offset": 2, "acknowledge_types": [RELEASE]}]
             assert w.call(79, 2, {"group_id": group, "member_id": "m1", "share_session_epoch": 1, "topics": [
                 {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": acks}]}]})["error_code"] == 0
-        text = server.scrape()
+            # Scraped while the share session's connection is open (its closing releases record 3).
+            text = server.scrape()
     finally:
         server.stop()
     lines = set(text.splitlines())

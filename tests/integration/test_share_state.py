@@ -4,6 +4,7 @@ redeliver only what was not acknowledged. Raw requests over TCP."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -61,19 +62,30 @@ def _scenario_before(w: Wire, topic: str, group: str) -> uuid.UUID:
     return topic_id
 
 
-def _scenario_after(w: Wire, topic: str, group: str) -> None:
+def _start_offsets(w: Wire, group: str) -> list[tuple[int, int]]:
+    offsets = w.call(90, 1, {"groups": [{"group_id": group, "topics": None}]})["groups"][0]["topics"][0]["partitions"]
+    return [(p["start_offset"], p["lag"]) for p in offsets]
+
+
+def _scenario_after(w: Wire, topic: str, group: str, released: bool = False) -> None:
+    """After the restart. ``released``: the client's connection closed before the broker went,
+    which (as in Kafka) released its acquired records (5-6 at their second delivery, 7-9 at
+    their first), a state write with the start offset it then had (5)."""
     topic_id = w.metadata([topic])["topics"][0]["topic_id"]
     # The member is kept (its records in __consumer_offsets) at the epoch it had: a heartbeat at an
     # older one is fenced, as Kafka answers; it rejoins.
     hb = w.call(76, 1, {"group_id": group, "member_id": "m1", "member_epoch": 1, "rack_id": None, "subscribed_topic_names": None})
     assert hb["error_code"] == FENCED_MEMBER_EPOCH
     assert _join(w, group, "m1", topic)["error_code"] == 0
-    offsets = w.call(90, 1, {"groups": [{"group_id": group, "topics": None}]})["groups"][0]["topics"][0]["partitions"]
-    # The start offset as last written (Kafka writes it from before the acknowledgement it writes): 0.
-    assert [(p["start_offset"], p["lag"]) for p in offsets] == [(0, 5)]
-    # 5-6 were released once (durable), their second delivery was in flight: delivered as the
-    # second again, as Kafka persists nothing at acquisition; 7-9 were never acknowledged: first.
-    assert _fetch(w, group, "m1", 0, topic_id) == [(5, 6, 2), (7, 9, 1)]
+    if released:
+        assert _start_offsets(w, group) == [(5, 5)]
+        assert _fetch(w, group, "m1", 0, topic_id) == [(5, 6, 3), (7, 9, 2)]
+    else:
+        # The start offset as last written (Kafka writes it from before the acknowledgement it writes): 0.
+        assert _start_offsets(w, group) == [(0, 5)]
+        # 5-6 were released once (durable), their second delivery was in flight: delivered as the
+        # second again, as Kafka persists nothing at acquisition; 7-9 were never acknowledged: first.
+        assert _fetch(w, group, "m1", 0, topic_id) == [(5, 6, 2), (7, 9, 1)]
     assert _fetch(w, group, "m1", 1, topic_id, [_ack(5, 9, ACCEPT)]) == []
     offsets = w.call(90, 1, {"groups": [{"group_id": group, "topics": None}]})["groups"][0]["topics"][0]["partitions"]
     assert [(p["start_offset"], p["lag"]) for p in offsets] == [(5, 0)]
@@ -83,11 +95,15 @@ def test_restart_keeps_acknowledgements_and_redelivers_the_rest() -> None:
     topic, group = f"st-{uuid.uuid4().hex[:6]}", "sg"
     b = EmbeddedBroker().start()
     try:
-        with Wire(b.bootstrap_servers) as w:
+        with Wire(b.bootstrap_servers) as w, Wire(b.bootstrap_servers) as watcher:
             _scenario_before(w, topic, group)
+            w.close()  # the share session's connection closes: its acquired records are released
+            deadline = time.monotonic() + 20
+            while _start_offsets(watcher, group) != [(5, 5)] and time.monotonic() < deadline:
+                time.sleep(0.1)
         b.restart()
         with Wire(b.bootstrap_servers) as w:
-            _scenario_after(w, topic, group)
+            _scenario_after(w, topic, group, released=True)
         b.restart()  # and again: the state written after the first restart is read back too
         with Wire(b.bootstrap_servers) as w:
             assert _join(w, group, "m1", topic)["error_code"] == 0
@@ -103,9 +119,10 @@ def test_kill_9_keeps_acknowledgements(tmp_path) -> None:
     topic, group = "killed", "kg"
     server = SidecarProcess(tmp_path / "data").start()
     try:
-        with Wire(server.bootstrap) as w:
-            _scenario_before(w, topic, group)
-        server.kill()
+        w = Wire(server.bootstrap)
+        _scenario_before(w, topic, group)
+        server.kill()  # the client's connection still open: nothing was released
+        w.close()
         server.start()
         with Wire(server.bootstrap) as w:
             _scenario_after(w, topic, group)
@@ -132,13 +149,16 @@ def test_state_topic_is_pruned_below_the_snapshots() -> None:
             assert _fetch(w, group, "m1", 0, topic_id) == [(0, 19, 1)]
             for i in range(10):  # one acknowledgement, one state write, each time
                 _fetch(w, group, "m1", i + 1, topic_id, [_ack(i, i, ACCEPT)])
+            # The session closes (final epoch): 10-19 are released, one more state write.
+            closed = w.call(79, 2, {"group_id": group, "member_id": "m1", "share_session_epoch": -1, "topics": []})
+            assert closed["error_code"] == 0, closed
             state = partition_for(group, topic_id, 0, 3)
             start, end = w.offsets("__share_group_state", state)
             assert 0 < start < end, (start, end)
         b.restart()
         with Wire(b.bootstrap_servers) as w:
             assert _join(w, group, "m1", topic)["error_code"] == 0
-            assert _fetch(w, group, "m1", 0, topic_id) == [(10, 19, 1)]
+            assert _fetch(w, group, "m1", 0, topic_id) == [(10, 19, 2)]
     finally:
         b.stop()
 

@@ -70,6 +70,13 @@ def test_kafka_container_shape() -> None:
     container = KafkaContainer().start()
     try:
         assert roundtrip(container.get_bootstrap_server(), "t", [b"1"]) == [b"1"]
+        # What testcontainers users call to build their own address.
+        host, port = container.get_container_host_ip(), container.get_exposed_port(9092)
+        assert isinstance(port, int) and container.get_exposed_port(container.port) == port
+        assert f"{host}:{port}" == container.get_bootstrap_server()
+        assert roundtrip(f"{host}:{port}", "t2", [b"2"]) == [b"2"]
+        with pytest.raises(ValueError, match="port 5432 is not exposed"):
+            container.get_exposed_port(5432)
     finally:
         container.stop()
     with pytest.raises(RuntimeError):

@@ -79,11 +79,12 @@ async def test_reading_pauses_while_the_client_sends_without_being_served() -> N
     async def handler(channel, proto, writer):
         event = await _next(channel, proto)
         assert isinstance(event, RequestReceived)
-        # The request is not answered; the client keeps sending: reads stop at the limit.
-        for _ in range(200):
-            if not writer.transport.is_reading():
-                break
-            await asyncio.sleep(0.02)
+        # The request is not answered; the client keeps sending: reads stop at the limit. Each
+        # arrival resolves the reader's waiter (set here without proto.wait(), which would resume).
+        while not proto.paused:
+            proto.waiter = asyncio.get_running_loop().create_future()
+            await asyncio.wait_for(proto.waiter, 20)
+        proto.waiter = None
         paused_at = channel.buffered
         reading = writer.transport.is_reading()
         channel.send_response([struct.pack(">ii", 4, event.correlation_id)])
@@ -116,7 +117,16 @@ async def test_a_stream_ending_mid_frame_is_a_truncated_frame() -> None:
 
 
 async def test_a_reset_connection_raises_as_the_stream_reader_did() -> None:
+    arrived = asyncio.Event()
+
     async def handler(channel, proto, writer):
+        received = proto.data_received
+
+        def data_received(data: bytes) -> None:  # tells the client its bytes are in
+            received(data)
+            arrived.set()
+
+        proto.data_received = data_received
         try:
             await _next(channel, proto)
         except ConnectionError as e:
@@ -128,7 +138,7 @@ async def test_a_reset_connection_raises_as_the_stream_reader_did() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(_frame(1, b"abc")[:6])
         await writer.drain()
-        await asyncio.sleep(0.1)
+        await asyncio.wait_for(arrived.wait(), 10)
         sock = writer.get_extra_info("socket")
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         writer.transport.abort()  # RST

@@ -1052,10 +1052,9 @@ def _blocked_round(lc: LogCleaner, lg: Log, phase: str) -> tuple[threading.Threa
 
 
 def _wait_aborted(lc: LogCleaner, tp: tuple[str, int]) -> None:
-    deadline = time.monotonic() + 10
-    while tp not in lc.manager.aborted:
-        assert time.monotonic() < deadline, "abort_and_pause did not mark the log aborted"
-        time.sleep(0.005)
+    cond = lc.manager._lock  # notified when an abort is asked for
+    with cond:
+        assert cond.wait_for(lambda: tp in lc.manager.aborted, 10), "abort_and_pause did not mark the log aborted"
 
 
 @pytest.mark.parametrize("phase", ["map", "swap"])
@@ -1303,12 +1302,21 @@ def test_abort_and_pause_returns_fast_during_a_real_cleaning(tmp_path):
     lc = new_cleaner(tmp_path, [lg], io_buffer_size=65536, max_io_bytes_per_second=2_000_000)  # ~5 s of cleaning
     lc.throttler.check_interval_ms = 20
     result: list[Any] = []
+    throttled = threading.Event()  # set as the cleaning (in progress) starts a throttle sleep
+    throttle = lc.throttler.maybe_throttle
+
+    def noting_throttle(observed: float, sleep: Any = None) -> None:
+        inner = sleep or lc.throttler._sleep
+
+        def noted(seconds: float) -> None:
+            throttled.set()
+            inner(seconds)
+        throttle(observed, noted)
+
+    lc.throttler.maybe_throttle = noting_throttle
     t = threading.Thread(target=lambda: result.append(clean_configured(lc, NOW, drain=False)), daemon=True)
     t.start()
-    deadline = time.monotonic() + 10
-    while ("t", 0) not in lc.manager.in_progress or lc.throttler.throttled_ms == 0:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    assert throttled.wait(10) and ("t", 0) in lc.manager.in_progress
     t0 = time.monotonic()
     lc.manager.abort_and_pause("t", 0)
     waited = time.monotonic() - t0

@@ -5,8 +5,7 @@ the resolution back and forth."""
 
 from __future__ import annotations
 
-import time
-
+from kafka_sidecar.server.coordinator.clock import ManualClock
 from kafka_sidecar.server.groups.consumer_group import ConsumerGroup, ConsumerGroupMember
 from kafka_sidecar.server.groups.consumer_records import decode_consumer_key, decode_regex_value
 from kafka_sidecar.server.groups.consumer_regex import RegexResolver
@@ -20,7 +19,8 @@ class World:
     def __init__(self, refresh_interval_ms: int = 600_000) -> None:
         self.topics = set(TOPICS)
         self.version = 1
-        self.resolver = RegexResolver(self.matching, lambda: self.version, refresh_interval_ms)
+        self.clock = ManualClock()
+        self.resolver = RegexResolver(self.matching, lambda: self.version, refresh_interval_ms, self.clock)
         self.group = ConsumerGroup("g")
 
     def matching(self, regex: str) -> set[str]:
@@ -84,9 +84,11 @@ def test_the_refresh_interval() -> None:
     w.heartbeat({"a": "t-.*"})
     w.topics.add("t-c")
     assert w.heartbeat({"a": "t-.*"}) == []
-    time.sleep(0.05)
+    w.clock.advance(20)
+    assert w.heartbeat({"a": "t-.*"}) == []  # due only once the interval has passed (Kafka's >)
+    w.clock.advance(1)
     assert w.heartbeat({"a": "t-.*"}) == [("t-.*", frozenset({"t-a", "t-b", "t-c"}))]
     # a restart forgets when the last refresh was: the first heartbeat refreshes
-    w.resolver = RegexResolver(w.matching, lambda: w.version)
+    w.resolver = RegexResolver(w.matching, lambda: w.version, clock=w.clock)
     w.topics.add("t-d")
     assert w.heartbeat({"a": "t-.*"}) == [("t-.*", frozenset({"t-a", "t-b", "t-c", "t-d"}))]

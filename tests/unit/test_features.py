@@ -65,7 +65,7 @@ def test_update_all_or_nothing_and_epoch(tmp_path: Path) -> None:
     # A repeated feature: its last update counts, reported once.
     assert c.update([("share.version", 1, 1), ("share.version", 0, 2)], validate_only=False) == (None, ["share.version"])
     assert c.finalized_level("share.version") == 0 and c.epoch == 2
-    assert [f["name"] for f in c.finalized_features()] == ["group.version", "metadata.version"]
+    assert [f["name"] for f in c.finalized_features()] == ["group.version", "streams.version", "metadata.version"]
     again = FeatureControl.load(tmp_path)
     assert again.finalized_level("share.version") == 0 and again.epoch == 2
 

@@ -28,7 +28,8 @@ from kafka_sidecar.protocol.records import Record, decode_batches, encode_batch
 from kafka_sidecar.storage import checkpoint
 from kafka_sidecar.storage.log import Log, OffsetOutOfRangeError
 from kafka_sidecar.storage.log_config import TOPIC_CONFIGS, LogConfig
-from kafka_sidecar.storage.log_manager import LogManager, parse_kafka_uuid
+from kafka_sidecar.storage.log_manager import LogManager
+from kafka_sidecar.storage.metadata_files import parse_kafka_uuid
 
 from tests.support import GOLDEN, kafka_bin
 
@@ -104,19 +105,19 @@ def test_loader_discovers_topics_ids_and_cluster(loaded):
     assert lm.cluster_id == "R29sZGVuS2Fma2FDbHVzdA"
     assert lm.directory_id == "SjIfzyoY47CIVvxtsKYAiw"
     assert lm.had_clean_shutdown is True
-    assert set(lm.topics) == {
+    assert set(lm.metadata.topics) == {
         "golden", "golden-del", "golden-compact", "golden-del-compact",
         "meta-auto-confluent", "meta-auto-kp", "meta-existing", "meta-noauto-confluent", "meta-raw-auto",
     }
-    assert "__cluster_metadata" not in lm.topics
-    assert lm.topics["meta-existing"].partitions == 2
-    for name, info in lm.topics.items():
+    assert "__cluster_metadata" not in lm.metadata.topics
+    assert lm.metadata.topics["meta-existing"].partitions == 2
+    for name, info in lm.metadata.topics.items():
         for p in range(info.partitions):
             text = (LOGDIR / f"{name}-{p}" / "partition.metadata").read_text()
             m = re.fullmatch(r"version: 0\ntopic_id: ([A-Za-z0-9_-]{22})", text)
             assert m, text
             assert info.topic_id == parse_kafka_uuid(m.group(1)), name
-    assert str(lm.topics["golden"].topic_id) == str(parse_kafka_uuid("WljT3XPsSOiDpRJ-ZQrsOw"))
+    assert str(lm.metadata.topics["golden"].topic_id) == str(parse_kafka_uuid("WljT3XPsSOiDpRJ-ZQrsOw"))
 
 
 def test_unknown_topic_configs_fall_back_to_defaults(loaded):

@@ -16,6 +16,7 @@ import pytest
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.records import decode_batches
 from kafka_sidecar.server.config import BrokerConfig
+from kafka_sidecar.server.coordinator.clock import ManualClock
 from kafka_sidecar.server.groups.coordinator import (
     GroupCoordinator,
     JoinRequest,
@@ -159,6 +160,8 @@ class FakeBroker:
     def __init__(self, data_dir: Path, overrides: dict[str, str]) -> None:
         self.config = BrokerConfig.load(overrides=overrides)
         self.log_manager = LogManager(data_dir, self.config.log_defaults())
+        self.metadata = self.log_manager.metadata
+        self.clock = ManualClock()  # the coordinator's timers fire when a test advances it
         self.log_manager.startup()
         self.replica_manager = ReplicaManager(self.log_manager)
 
@@ -231,12 +234,11 @@ async def test_join_sync_heartbeat_and_session_expiry(tmp_path):
         assert c.commit_offsets("g", 2, "x", None, -1, [("t", [(0, 9, -1, None)])], 8)[0] == errors.UNKNOWN_MEMBER_ID
 
         # b stops heartbeating: after its 300 ms session it is removed and a rebalances alone.
-        for _ in range(8):
-            await asyncio.sleep(0.1)
-            code = c.heartbeat("g", 2, a, None)
-            if code == errors.REBALANCE_IN_PROGRESS:
-                break
-        assert code == errors.REBALANCE_IN_PROGRESS
+        clock = c.broker.clock
+        clock.advance(250)
+        assert c.heartbeat("g", 2, a, None) == errors.NONE  # a's session starts again; b's runs on
+        clock.advance(50)
+        assert c.heartbeat("g", 2, a, None) == errors.REBALANCE_IN_PROGRESS
         r = await _wait(c.join_group(CTX9, _join("g", a)))
         assert (r["generation_id"], [m["member_id"] for m in r["members"]]) == (3, [a])
         assert c.fetch_offsets("g", [("t", [0, 1])])[1] == [("t", [
@@ -312,10 +314,10 @@ async def test_state_is_rebuilt_from_the_offsets_topic(tmp_path):
         om = c2.offsets["g"]["t"][0]
         assert (om.offset, om.leader_epoch, om.metadata) == (42, 3, "meta")
         # The loaded member never heartbeats: its session expires and the group becomes Empty.
-        for _ in range(30):
-            await asyncio.sleep(0.05)
-            if g.state is GroupState.EMPTY:
-                break
+        c2.broker.clock.advance(199)
+        assert g.state is GroupState.STABLE
+        c2.broker.clock.advance(1)
+        await asyncio.sleep(0)  # the rebalance's write
         assert g.state is GroupState.EMPTY and g.generation_id == 2
     finally:
         c2.shutdown()

@@ -1,4 +1,4 @@
-"""Open index descriptors are bounded (storage/index.py OPEN_INDEX_FILES): written indexes past
+"""Open index descriptors are bounded (storage/index.py IndexFilePool; INDEX_FILES outside a LogManager): written indexes past
 the cap close the least recently used one, which reopens at its next write with nothing lost."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ def _open_fds() -> int:
 
 @pytest.fixture
 def small_cap():
-    saved = index_module.OPEN_INDEX_FILES[0]
-    index_module.OPEN_INDEX_FILES[0] = 8
+    saved = index_module.INDEX_FILES.cap
+    index_module.INDEX_FILES.cap = 8
     try:
         yield 8
     finally:
-        index_module.OPEN_INDEX_FILES[0] = saved
+        index_module.INDEX_FILES.cap = saved
 
 
 def test_written_indexes_keep_at_most_the_cap_open(tmp_path: Path, small_cap: int) -> None:

@@ -119,3 +119,56 @@ def test_no_class_over_500_lines() -> None:
                 if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
                     big.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
     assert not big, "classes over 500 lines: " + ", ".join(big)
+
+
+def _source_files() -> list[Path]:
+    return [p for root in ("protocol", "storage", "server", "client", "spark") for p in sorted((REPO / root).rglob("*.py"))]
+
+
+def _assigned_names(path: Path) -> set[str]:
+    """Names bound at module level by an assignment (not by an import)."""
+    out: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        out |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return out
+
+
+def test_one_definition_of_the_shared_names() -> None:
+    """Kafka's Topic.isInternal set, the internal topics' names and the coordinators' now_ms are
+    defined once (protocol/topic.py, server/coordinator/clock.py); everything else imports them."""
+    where: dict[str, list[str]] = {}
+    for path in _source_files():
+        names = _assigned_names(path)
+        names |= {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == "now_ms"}
+        for name in names & {"INTERNAL_TOPICS", "OFFSETS_TOPIC", "TRANSACTION_STATE_TOPIC", "SHARE_GROUP_STATE_TOPIC", "now_ms"}:
+            where.setdefault(name, []).append(str(path.relative_to(REPO)))
+    assert where == {
+        "INTERNAL_TOPICS": ["protocol/topic.py"], "OFFSETS_TOPIC": ["protocol/topic.py"],
+        "TRANSACTION_STATE_TOPIC": ["protocol/topic.py"], "SHARE_GROUP_STATE_TOPIC": ["protocol/topic.py"],
+        "now_ms": ["server/coordinator/clock.py"],
+    }
+    from kafka_sidecar.protocol.topic import INTERNAL_TOPICS
+
+    assert INTERNAL_TOPICS == {"__consumer_offsets", "__transaction_state", "__share_group_state"}
+
+
+def test_the_log_manager_holds_logs_only() -> None:
+    """The topics file, producer ids and dynamic broker configs live in their own modules
+    (topic_registry.py, producer_id_manager.py, dynamic_broker_config.py): log_manager.py
+    neither names their files nor reads or writes them."""
+    path = REPO / "storage" / "log_manager.py"
+    tree = ast.parse(path.read_text())
+    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    # The code's names and strings (docstrings and comments may point to the other modules).
+    words = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    words |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    words |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings]
+    for name in ("TOPICS_FILE", "read_topics_file", "write_topics_file", "allocate_producer_id", "PRODUCER_ID_FILE",
+                 "BROKER_CONFIGS_FILE", "dynamic_log_defaults", "DynamicBrokerConfig", "ProducerIdManager"):
+        assert name not in words, f"storage/log_manager.py uses {name}"
+    for needle in ("sidecar-topics", "sidecar-producer-id", "sidecar-broker-configs"):
+        assert not [s for s in strings if needle in s], f"storage/log_manager.py names {needle}"
+    imports = _imports(path, "kafka_sidecar.storage.log_manager")
+    assert not {i for i in imports if i.endswith((".producer_id_manager", ".dynamic_broker_config"))}

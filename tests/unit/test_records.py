@@ -32,12 +32,8 @@ from kafka_sidecar.protocol.record_batch import (
 )
 from kafka_sidecar.protocol.records import (
     LOG_APPEND_TIME,
-    BatchBodySpec,
     Record,
     RecordBatch,
-    RecordBatchSpec,
-    RecordSpec,
-    RecordsSpec,
     decode_batches,
     decode_records,
     encode_batch,
@@ -45,6 +41,7 @@ from kafka_sidecar.protocol.records import (
     iter_batches,
 )
 
+from tests.record_spec import BatchBodySpec, RecordBatchSpec, RecordSpec, RecordsSpec
 from tests.support import GOLDEN
 
 ALL_CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]

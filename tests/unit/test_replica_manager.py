@@ -39,19 +39,24 @@ def _manager(tmp_path: Path, **configs: object) -> tuple[ReplicaManager, LogMana
 
 
 class _Recorder:
-    """Wraps Log.flush to see which thread runs it and whether two ever overlap."""
+    """Wraps Log.flush to see which thread runs it and whether two ever overlap. A flush holds
+    at ``gate`` (open unless a test closes it) after telling ``entered``."""
 
     def __init__(self, flush) -> None:
         self.flush = flush
         self.threads: list[str] = []
         self.running = 0
         self.overlapped = False
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.gate.set()
 
     def __call__(self, *args: object) -> None:
         self.running += 1
         self.overlapped |= self.running > 1
         self.threads.append(threading.current_thread().name)
-        time.sleep(0.02)
+        self.entered.set()
+        assert self.gate.wait(10)
         try:
             self.flush(*args)
         finally:
@@ -75,10 +80,16 @@ async def test_flushes_of_one_log_run_one_after_another(tmp_path):
     rm, lm = _manager(tmp_path, flush_messages=1)
     lg = lm.get_log("t", 0)
     rec = lg.flush = _Recorder(lg.flush)
+    rec.gate.clear()  # the first flush holds until the others have had every chance to start
     futures = []
     for v in (b"a", b"b", b"c"):
         b = _batch(v)
         futures.append(rm.append_records(lg, b, [read_header(b)])[1])
+    assert await asyncio.to_thread(rec.entered.wait, 10)
+    for _ in range(20):
+        await asyncio.sleep(0)  # loop turns: a flush not chained after the first would be submitted
+    assert len(rec.threads) == 1
+    rec.gate.set()
     await asyncio.gather(*futures)
     assert len(rec.threads) == 3 and not rec.overlapped
     assert lg.recovery_point == 3
@@ -160,13 +171,13 @@ async def test_delete_topic_detaches_on_the_loop_and_closes_on_the_storage_threa
     deletion = asyncio.ensure_future(rm.delete_topic("t"))
     await asyncio.sleep(0)
     # Detached at once: no append or read finds the partitions, the name stays reserved.
-    assert lm.get_log("t", 0) is None and "t" not in lm.topics and lm.is_being_deleted("t")
+    assert lm.get_log("t", 0) is None and "t" not in lm.metadata.topics and lm.metadata.is_being_deleted("t")
     await asyncio.wait_for(parked, 1.0)  # the parked fetch is woken (and will find no partition)
     renamed = await deletion
     assert flush.done() and not flush.exception()  # the flush in flight finished before the close
     assert finished_on and threading.main_thread().name not in finished_on
     assert sorted(p.name.split(".")[0] for p in renamed) == ["t-0", "t-1"]
     assert all(p.name.endswith("-delete") and p.is_dir() for p in renamed)
-    assert not lm.is_being_deleted("t")
+    assert not lm.metadata.is_being_deleted("t")
     lm.create_topic("t", 1, {})  # the name is free again
     assert lm.get_log("t", 0).log_end_offset == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from kafka_sidecar.server.share.group import ShareGroup, ShareGroupMember, simple_assign
 from kafka_sidecar.server.share.partition import (
     INVALID_RECORD_STATE,
@@ -15,8 +16,10 @@ from kafka_sidecar.server.share.partition import (
 )
 from kafka_sidecar.server.share.session import (
     INVALID_SHARE_SESSION_EPOCH,
+    SHARE_SESSION_LIMIT_REACHED,
     SHARE_SESSION_NOT_FOUND,
     ShareSessionCache,
+    ShareSessionError,
 )
 
 ACCEPT, RELEASE, REJECT, RENEW, GAP = (int(t) for t in (AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE,
@@ -125,9 +128,28 @@ def test_group_epochs_move_at_each_members_heartbeat() -> None:
 
 
 def test_share_sessions() -> None:
+    def code(fn, *args):
+        with pytest.raises(ShareSessionError) as e:
+            fn(*args)
+        return e.value.code
+
+    t = uuid.uuid4()
     cache = ShareSessionCache()
-    assert cache.check("g", "m", 1) == (SHARE_SESSION_NOT_FOUND, None)
-    s = cache.open("g", "m")
-    assert s.epoch == 1
-    assert cache.check("g", "m", 2)[0] == INVALID_SHARE_SESSION_EPOCH
-    assert cache.check("g", "m", 1) == (0, s) and s.epoch == 2
+    assert code(cache.subsequent, "g", "m", 1) == SHARE_SESSION_NOT_FOUND
+    assert code(cache.existing, "g", "m") == SHARE_SESSION_NOT_FOUND
+    conn = object()
+    s = cache.create("g", "m", [((t, 0), "t"), ((t, 1), "t")], conn, 10)
+    assert s.epoch == 1 and list(s.partitions) == [(t, 0), (t, 1)]
+    assert code(cache.subsequent, "g", "m", 2) == INVALID_SHARE_SESSION_EPOCH
+    assert cache.subsequent("g", "m", 1) is s and s.epoch == 2
+    assert cache.existing("g", "m") is s and s.epoch == 2  # epoch -1 needs only the session
+    # Kafka's ShareSession.update: added first, then forgotten: a partition in both is gone.
+    s.update([((t, 1), "t"), ((t, 2), "t")], [(t, 1)])
+    assert list(s.partitions) == [(t, 0), (t, 2)] and s.partitions[(t, 2)].requires_update
+    assert code(cache.create, "h", "m", [], object(), 1) == SHARE_SESSION_LIMIT_REACHED
+    # The connection that opened the session owns it until the session is removed.
+    assert cache.disconnected(conn) == (("g", "m"), "g") and cache.disconnected(conn) == (None, None)
+    other = object()
+    cache.create("g", "m", [], other, 10)
+    cache.remove("g", "m")
+    assert cache.disconnected(other) == (None, "g") and not cache.group_has_sessions("g")

@@ -1,4 +1,4 @@
-"""The two pools of open files (index descriptors, storage/index.py OPEN_INDEX_FILES; inactive
+"""The two pools of open files (index descriptors, storage/index.py INDEX_FILES; inactive
 segments' logs, storage/log_segment.py SEGMENT_FILES) are sized from the soft RLIMIT_NOFILE.
 They are first sized at import, before the broker raises the soft limit to the hard one; the
 raise (server/broker.py raise_open_file_limit) sizes them again from the limit in effect after
@@ -16,7 +16,7 @@ import pytest
 HARD = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 
 _CAPS = ("from kafka_sidecar.storage import index, log_segment; "
-         "caps = lambda: (index.OPEN_INDEX_FILES[0], log_segment.SEGMENT_FILES.cap); ")
+         "caps = lambda: (index.INDEX_FILES.cap, log_segment.SEGMENT_FILES.cap); ")
 
 
 def _run(code: str, soft: int, hard: int, *args: str) -> list[int]:
@@ -61,3 +61,42 @@ def test_follow_open_file_limit_resizes_both_pools_in_place() -> None:
     if hard < 2048:
         pytest.skip("hard limit too low")
     assert _run(code, 512, min(hard, 4096)) == [64, 128, 256, 512]
+
+
+def test_a_log_manager_made_before_the_raise_follows_it_too(tmp_path: Path) -> None:
+    # Broker makes its LogManager (and its pools) before raise_open_file_limit runs.
+    code = ("import resource, sys; from pathlib import Path; "
+            "from kafka_sidecar.storage.log_manager import LogManager; "
+            "lm = LogManager(Path(sys.argv[1])); before = (lm.pools.indexes.cap, lm.pools.segments.cap); "
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (2048, resource.getrlimit(resource.RLIMIT_NOFILE)[1])); "
+            "from kafka_sidecar.storage.log_segment import follow_open_file_limit; follow_open_file_limit(); "
+            "print(*before, lm.pools.indexes.cap, lm.pools.segments.cap)")
+    hard = HARD if HARD != resource.RLIM_INFINITY else 4096
+    if hard < 2048:
+        pytest.skip("hard limit too low")
+    assert _run(code, 512, min(hard, 4096), str(tmp_path)) == [64, 128, 256, 512]
+
+
+def test_each_log_manager_owns_its_pools(tmp_path: Path) -> None:
+    """Two brokers in one process: a log's segments and indexes count in its own manager's pools,
+    not in the other's nor in the process default."""
+    from kafka_sidecar.storage import index, log_segment
+    from kafka_sidecar.storage.log_manager import LogManager
+
+    a, b = LogManager(tmp_path / "a"), LogManager(tmp_path / "b")
+    a.startup()
+    b.startup()
+    try:
+        assert a.pools is not b.pools and a.pools is not log_segment.DEFAULT_POOLS
+        a.create_topic("t", 1)
+        lg = a.get_log("t", 0)
+        assert lg.pools is a.pools and lg.active_segment._pools is a.pools
+        assert lg.active_segment.offset_index._pool is a.pools.indexes is not index.INDEX_FILES
+        a_segments_before = len(a.pools.segments)
+        lg.active_segment.offset_index.open()  # an index descriptor: counted in a's pool only
+        assert lg.active_segment.offset_index in a.pools.indexes.indexes
+        assert len(b.pools.indexes) == 0 and len(b.pools.segments) == 0
+        assert len(a.pools.segments) == a_segments_before
+    finally:
+        a.shutdown()
+        b.shutdown()

@@ -28,8 +28,8 @@ from kafka_sidecar.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     DataDirError,
     LogManager,
-    parse_kafka_uuid,
 )
+from kafka_sidecar.storage.metadata_files import parse_kafka_uuid
 
 TS0 = 1_700_000_000_000
 INDEX_ENTRY = struct.Struct(">ii")
@@ -1001,8 +1001,8 @@ def test_log_manager_restart_keeps_ids_data_and_writes_clean_shutdown_marker(man
         assert lm.had_clean_shutdown is True
         assert not marker.exists(), "the clean shutdown marker is removed at start-up"
         assert (lm.cluster_id, lm.directory_id) == (cluster_id, directory_id)
-        assert lm.topics["a"].topic_id == a.topic_id and lm.topics["b.b"].topic_id == b.topic_id
-        assert lm.topics["a"].partitions == 2
+        assert lm.metadata.topics["a"].topic_id == a.topic_id and lm.metadata.topics["b.b"].topic_id == b.topic_id
+        assert lm.metadata.topics["a"].partitions == 2
         lg = lm.get_log("a", 1)
         assert lg.log_end_offset == 5
         assert [r.offset for r in read_all(lg)] == list(range(5))

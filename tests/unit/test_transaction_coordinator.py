@@ -160,6 +160,8 @@ class FakeBroker:
                     "transaction.max.timeout.ms": 900000, "transactional.id.expiration.ms": 604800000, **config}
         self.config = SimpleNamespace(get=self.cfg.__getitem__)
         self.log_manager = lm or FakeLogManager()
+        self.metadata = self.log_manager  # its topics map
+        self.producer_ids = SimpleNamespace(allocate=self.log_manager.allocate_producer_id)
         self.completed: list[tuple[int, bool, int]] = []
         self.group_coordinator = SimpleNamespace(complete_transaction=lambda *a: self.completed.append(a))
         self.replica_manager = ReplicaManager(self.log_manager)  # type: ignore[arg-type]
@@ -175,7 +177,7 @@ class FakeBroker:
 
 
 def persisted_states(broker: FakeBroker, txn_id: str) -> list[tuple[str, int, int, list[tuple[str, int]]]]:
-    tc_partitions = broker.log_manager.topics[TRANSACTION_STATE_TOPIC].partitions
+    tc_partitions = broker.metadata.topics[TRANSACTION_STATE_TOPIC].partitions
     lg = broker.log_manager.get_log(TRANSACTION_STATE_TOPIC, transaction_partition_for(txn_id, tc_partitions))
     out = []
     for _off, _pid, _epoch, key, value, _marker in iter_records_and_markers(lg.read(0, 1 << 20).read()):
