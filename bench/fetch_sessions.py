@@ -220,11 +220,13 @@ def bench_ours(cfg: argparse.Namespace) -> dict[str, Any]:
 def bench_reference(cfg: argparse.Namespace) -> dict[str, Any]:
     why = unavailable_reason()
     if why:
+        log(why)
         return {"label": "reference", "unavailable": why}
     try:
         with ReferenceKafka({"num.partitions": 1}, heap_opts="-Xmx1g") as kafka:
             return run_against("reference", kafka.bootstrap, kafka.pid, cfg)
     except ReferenceUnavailable as e:
+        log(f"reference unavailable: {e}")
         return {"label": "reference", "unavailable": str(e)}
 
 

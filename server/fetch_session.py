@@ -254,7 +254,19 @@ class FetchSessionCache:
         return sum(s.evictions for s in self.shards)
 
 
-Result = tuple[CachedPartition, Any]  # a partition and its answer (protocol.fetch_response.FetchPartition)
+class Reads:
+    """A fetch's answers in order: ``partitions[i]`` is answered by ``answers[i]`` (a
+    protocol.fetch_response.FetchPartition). Two lists rather than a pair per partition: a
+    1,000-partition fetch makes 1,000 fewer objects for the cyclic collector."""
+
+    __slots__ = ("partitions", "answers")
+
+    def __init__(self, partitions: list[CachedPartition] | None = None, answers: list[Any] | None = None) -> None:
+        self.partitions: list[CachedPartition] = partitions if partitions is not None else []
+        self.answers: list[Any] = answers if answers is not None else []
+
+    def __len__(self) -> int:
+        return len(self.partitions)
 
 
 class FetchContext:
@@ -270,7 +282,7 @@ class FetchContext:
     def partitions(self) -> Iterable[CachedPartition]:
         return self.fetch_data.values()
 
-    def response(self, results: list[Result], update: bool = True) -> tuple[int, int, list[Result]]:
+    def response(self, results: Reads, update: bool = True) -> tuple[int, int, Reads]:
         """(error code, session id, the partitions to answer); ``update=False`` only sizes it."""
         return errors.NONE, INVALID_SESSION_ID, results
 
@@ -286,8 +298,8 @@ class SessionErrorContext(FetchContext):
         super().__init__({})
         self.error_code = error_code
 
-    def response(self, results: list[Result], update: bool = True) -> tuple[int, int, list[Result]]:
-        return self.error_code, INVALID_SESSION_ID, []
+    def response(self, results: Reads, update: bool = True) -> tuple[int, int, Reads]:
+        return self.error_code, INVALID_SESSION_ID, Reads()
 
 
 class SessionlessFetchContext(FetchContext):
@@ -306,13 +318,13 @@ class FullFetchContext(FetchContext):
         self.privileged = privileged
         self.now = now
 
-    def response(self, results: list[Result], update: bool = True) -> tuple[int, int, list[Result]]:
+    def response(self, results: Reads, update: bool = True) -> tuple[int, int, Reads]:
         if not update:
             return errors.NONE, INVALID_SESSION_ID, results
 
         def create_partitions() -> dict[PartitionKey, CachedPartition]:
             parts: dict[PartitionKey, CachedPartition] = {}
-            for cp, fp in results:
+            for cp, fp in zip(results.partitions, results.answers, strict=True):
                 cp.high_watermark = fp.high_watermark
                 cp.local_log_start_offset = fp.log_start_offset
                 parts[cp.key] = cp
@@ -338,14 +350,15 @@ class IncrementalFetchContext(FetchContext):
     def partitions(self) -> Iterable[CachedPartition]:
         return self.session.partitions.values()
 
-    def response(self, results: list[Result], update: bool = True) -> tuple[int, int, list[Result]]:
+    def response(self, results: Reads, update: bool = True) -> tuple[int, int, Reads]:
         session = self.session
         if session.epoch != next_epoch(self.request_epoch):
             # Another request of this session came in meanwhile (a duplicate).
-            return errors.INVALID_FETCH_SESSION_EPOCH, session.id, []
-        out: list[Result] = []
+            return errors.INVALID_FETCH_SESSION_EPOCH, session.id, Reads()
+        out = Reads()
+        out_partitions, out_answers = out.partitions, out.answers
         moved: list[CachedPartition] = []
-        for cp, fp in results:
+        for cp, fp in zip(results.partitions, results.answers, strict=True):
             records = fp.records
             has_records = records is not None and (len(records) if records.__class__ is bytes else records.size) > 0
             must = has_records
@@ -365,7 +378,8 @@ class IncrementalFetchContext(FetchContext):
                     cp.high_watermark = -1
                 must = True
             if must:
-                out.append((cp, fp))
+                out_partitions.append(cp)
+                out_answers.append(fp)
                 if update and has_records:
                     moved.append(cp)
         if moved:

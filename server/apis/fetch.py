@@ -27,7 +27,7 @@ from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import ms
 from kafka_sidecar.storage.log import OffsetOutOfRangeError
 
-from ..fetch_session import CachedPartition, FetchContext, PartitionKey, Result, SessionIdOutOfRange
+from ..fetch_session import CachedPartition, FetchContext, PartitionKey, Reads, SessionIdOutOfRange
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
 
@@ -70,8 +70,8 @@ _NO_TOPIC = object()
 
 
 def _read_all(broker: Broker, ctx: FetchContext, uses_ids: bool, read_committed: bool, readable: set[str] | None,
-              max_bytes: int) -> tuple[list[Result], int, bool, list[tuple[str, int]]]:
-    """One pass over the context's partitions: (results, bytes, a read failed, partitions read).
+              max_bytes: int) -> tuple[Reads, int, bool, int]:
+    """One pass over the context's partitions: (answers, bytes, a read failed, partitions read).
     ``readable``: the topics the client may READ (None: all), the others get TOPIC_AUTHORIZATION_FAILED.
     ``max_bytes``: the request's, lowered to what the client's fetch quota allows in a window.
     An incremental context's unchanged partitions (no records, the high watermark and log start
@@ -85,10 +85,11 @@ def _read_all(broker: Broker, ctx: FetchContext, uses_ids: bool, read_committed:
     min_one = True
     total = 0
     read_error = False
-    read: list[Result] = []
-    unknown_ids: list[Result] = []  # Kafka's erroneous partitions: unknown topic ids first,
-    refused: list[Result] = []  # then no READ / unknown topic or partition, in order
-    tps: list[tuple[str, int]] = []
+    reads = Reads()
+    read_cps, read_fps = reads.partitions, reads.answers
+    unknown_ids: list[tuple[CachedPartition, FetchPartition]] = []  # Kafka's erroneous partitions: unknown
+    refused: list[tuple[CachedPartition, FetchPartition]] = []  # topic ids first, then no READ / unknown topic or partition
+    interesting = 0
     info: Any = None
     last_id: Any = _NO_TOPIC  # partitions of a topic come together: one topic id lookup for them
     for cp in ctx.partitions:
@@ -114,10 +115,11 @@ def _read_all(broker: Broker, ctx: FetchContext, uses_ids: bool, read_committed:
             continue
         if uses_ids and info is None:
             # The session's topic was deleted and another made under its name (ReplicaManager's topic id check).
-            read.append((cp, FetchPartition(index, errors.INCONSISTENT_TOPIC_ID, aborted_transactions=[] if read_committed else None)))
+            read_cps.append(cp)
+            read_fps.append(FetchPartition(index, errors.INCONSISTENT_TOPIC_ID, aborted_transactions=[] if read_committed else None))
             read_error = True
             continue
-        tps.append((name, index))
+        interesting += 1
         offset = cp.fetch_offset
         hw = lg.high_watermark
         log_start = lg.log_start_offset
@@ -137,33 +139,40 @@ def _read_all(broker: Broker, ctx: FetchContext, uses_ids: bool, read_committed:
                 lso = lg.last_stable_offset
         except OffsetOutOfRangeError:
             # Kafka answers -1 for the watermarks of an out-of-range fetch.
-            read.append((cp, FetchPartition(index, errors.OFFSET_OUT_OF_RANGE, aborted_transactions=aborted)))
+            read_cps.append(cp)
+            read_fps.append(FetchPartition(index, errors.OFFSET_OUT_OF_RANGE, aborted_transactions=aborted))
             read_error = True
             continue
         if data is None or not data.size:
             if incremental and hw == cp.high_watermark and log_start == cp.local_log_start_offset:
                 continue
-            read.append((cp, FetchPartition(index, errors.NONE, hw, lso, log_start, aborted_transactions=aborted)))
+            read_cps.append(cp)
+            read_fps.append(FetchPartition(index, errors.NONE, hw, lso, log_start, aborted_transactions=aborted))
             continue
-        read.append((cp, FetchPartition(index, errors.NONE, hw, lso, log_start, data, aborted_transactions=aborted)))
+        read_cps.append(cp)
+        read_fps.append(FetchPartition(index, errors.NONE, hw, lso, log_start, data, aborted_transactions=aborted))
         total += data.size
         limit = max(0, limit - data.size)
         min_one = False
-    if unknown_ids:
-        read += unknown_ids
-    if refused:
-        read += refused
-    return read, total, read_error, tps
+    for cp, fp in (*unknown_ids, *refused):
+        read_cps.append(cp)
+        read_fps.append(fp)
+    return reads, total, read_error, interesting
 
 
-def _topics(results: list[Result]) -> list[FetchTopic]:
+def _watched(ctx: FetchContext) -> list[tuple[str, int]]:
+    """The partitions a parked fetch waits on (DelayedFetch's keys): made only when it parks."""
+    return [(cp.topic, cp.partition) for cp in ctx.partitions if cp.topic is not None]
+
+
+def _topics(results: Reads) -> list[FetchTopic]:
     """The answer's topics: consecutive partitions of one topic together (FetchResponse.of keeps
     the partitions' order, so a topic may appear more than once)."""
     out: list[FetchTopic] = []
     last_id: Any = _NO_TOPIC
     last_name: Any = _NO_TOPIC
     current: list[FetchPartition] = []
-    for cp, fp in results:
+    for cp, fp in zip(results.partitions, results.answers, strict=True):
         tid, name = cp.topic_id, cp.topic
         if (tid is not last_id and tid != last_id) or (name is not last_name and name != last_name):
             current = []
@@ -211,11 +220,11 @@ async def handle_fetch(broker: Broker, conn: Connection, header: RequestHeader, 
     if broker.client_quotas.active:
         return await _quota_fetch(broker, conn, header, request, ctx, readable, read_committed, deadline)
     while True:
-        results, total, read_error, tps = _read_all(broker, ctx, uses_ids, read_committed, readable, request.max_bytes)
+        results, total, read_error, interesting = _read_all(broker, ctx, uses_ids, read_committed, readable, request.max_bytes)
         remaining = deadline - time.monotonic()
-        if total >= request.min_bytes or read_error or remaining <= 0 or not tps:
+        if total >= request.min_bytes or read_error or remaining <= 0 or not interesting:
             break
-        await broker.replica_manager.wait_for_data(tps, remaining)  # DelayedFetch
+        await broker.replica_manager.wait_for_data(_watched(ctx), remaining)  # DelayedFetch
         if conn.writer.is_closing():
             raise asyncio.CancelledError
     error, session_id, sent = ctx.response(results)
@@ -241,12 +250,12 @@ async def _quota_fetch(broker: Broker, conn: Connection, header: RequestHeader, 
     thread_ns = 0
     while True:
         started = time.perf_counter_ns()
-        results, total, read_error, tps = _read_all(broker, ctx, uses_ids, read_committed, readable, max_bytes)
+        results, total, read_error, interesting = _read_all(broker, ctx, uses_ids, read_committed, readable, max_bytes)
         thread_ns += time.perf_counter_ns() - started
         remaining = deadline - time.monotonic()
-        if total >= min_bytes or read_error or remaining <= 0 or not tps:
+        if total >= min_bytes or read_error or remaining <= 0 or not interesting:
             break
-        await broker.replica_manager.wait_for_data(tps, remaining)  # DelayedFetch
+        await broker.replica_manager.wait_for_data(_watched(ctx), remaining)  # DelayedFetch
         if conn.writer.is_closing():
             raise asyncio.CancelledError
     started = time.perf_counter_ns()

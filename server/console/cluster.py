@@ -119,7 +119,7 @@ async def fill_offsets_and_sizes(broker: Broker, session: ConsoleSession, topic_
             lg = broker.replica_manager.get_log(t.name, p.index)
             if lg is not None:
                 p.segments = len(lg.segments)
-                if dirs is None:  # no cluster DESCRIBE: the topic's own size is still the principal's to see
+                if dirs is None:  # DescribeLogDirs not asked (or no cluster DESCRIBE): its partition_size, from the log
                     p.size = lg.size_in_bytes
 
 

@@ -1,8 +1,8 @@
 """Groups of every type, described and measured as Kafka's tools do.
 
-ListGroups names every group with its type (``group_type``: classic, consumer, share, and streams
-once the broker has them). Each type has a ``GroupType`` here that knows the API describing it
-(DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe) and where its offsets come from
+ListGroups names every group with its type (``group_type``: classic, consumer, share, streams).
+Each type has a ``GroupType`` here that knows the API describing it (DescribeGroups,
+ConsumerGroupDescribe, ShareGroupDescribe, StreamsGroupDescribe) and where its offsets come from
 (OffsetFetch for groups that commit offsets, DescribeShareGroupOffsets for share groups).
 Adding a type is one class with ``api`` and ``members`` and a line in ``GROUP_TYPES``; a type
 the console does not know yet is still listed, with its state, and no detail.
@@ -207,8 +207,36 @@ class ShareGroups(GroupType):
             g.offsets = sorted(rows, key=lambda r: (r.topic, r.partition))
 
 
+class StreamsGroups(GroupType):
+    """KIP-1071 groups: a member owns tasks (subtopology, partition); an active task reads that
+    partition of each of its subtopology's source topics, which is the assignment shown (as
+    ``kafka-streams-groups.sh --describe --members`` lists tasks, ``--offsets`` their topics)."""
+
+    name = "streams"
+    api = (89, 0)  # StreamsGroupDescribe
+
+    def members(self, g: dict[str, Any]) -> list[Member]:
+        sources: dict[str, list[str]] = {}
+        for s in (g.get("topology") or {}).get("subtopologies") or []:
+            sources[s["subtopology_id"]] = list(s["source_topics"]) + [t["name"] for t in s.get("repartition_source_topics") or []]
+        out = []
+        for m in g["members"]:
+            assignment: dict[str, set[int]] = {}
+            for task in (m.get("assignment") or {}).get("active_tasks") or []:
+                for topic in sources.get(task["subtopology_id"], []):
+                    assignment.setdefault(topic, set()).update(task["partitions"])
+            out.append(Member(m["member_id"], m["client_id"], m["client_host"], m.get("instance_id"), m.get("member_epoch"),
+                              {t: sorted(ps) for t, ps in assignment.items()}))
+        return out
+
+    def facts(self, g: dict[str, Any]) -> list[tuple[str, object]]:
+        topology = g.get("topology") or {}
+        return [("group epoch", g.get("group_epoch")), ("assignment epoch", g.get("assignment_epoch")),
+                ("topology epoch", topology.get("epoch")), ("subtopologies", len(topology.get("subtopologies") or []))]
+
+
 # group_type as ListGroups names it -> how to describe it. A new type: one class and one line.
-GROUP_TYPES: dict[str, GroupType] = {t.name: t for t in (ClassicGroups(), ConsumerGroups(), ShareGroups())}
+GROUP_TYPES: dict[str, GroupType] = {t.name: t for t in (ClassicGroups(), ConsumerGroups(), ShareGroups(), StreamsGroups())}
 
 
 async def list_groups(broker: Broker, session: ConsoleSession) -> list[dict[str, Any]]:

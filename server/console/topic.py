@@ -40,8 +40,8 @@ async def render(ctx: Context, *, error: str | None = None, form: dict[str, str]
         why = ("is not a topic this principal may describe" if code == 29 else "does not exist") if name else "is not given"
         return ctx.html("Unknown topic", [notice(f"topic {name!r} {why} (Metadata answered {error_name(code)})")], status=404)
     topic = found[0]
-    dirs = await cluster.log_dirs(b, s)
-    await cluster.fill_offsets_and_sizes(b, s, [topic], dirs)
+    # Sizes from the logs: the number DescribeLogDirs reports (Log.size_in_bytes), without its statvfs.
+    await cluster.fill_offsets_and_sizes(b, s, [topic], None)
     configs = (await cluster.describe_configs(b, s, [topic.name])).get(topic.name)
     body: list[object] = []
     if error:

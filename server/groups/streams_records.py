@@ -10,17 +10,17 @@ type   key                               value (version 0)
 17     StreamsGroupMetadata: group       epoch, metadataHash int64; tagged 0
                                          validatedTopologyEpoch (default -1), tagged 1
                                          lastAssignmentConfigs [key, value]
-18     StreamsGroupMemberMetadata:       instanceId?, rackId?, clientId, clientHost,
+19     StreamsGroupMemberMetadata:       instanceId?, rackId?, clientId, clientHost,
        group, member                     rebalanceTimeoutMs, topologyEpoch, processId,
                                          userEndpoint? {host, port uint16}, clientTags
-19     StreamsGroupTargetAssignment-     assignmentEpoch; tagged 0 assignmentTimestamp
+20     StreamsGroupTargetAssignment-     assignmentEpoch; tagged 0 assignmentTimestamp
        Metadata: group
-20     StreamsGroupTargetAssignment-     activeTasks, standbyTasks, warmupTasks
+21     StreamsGroupTargetAssignment-     activeTasks, standbyTasks, warmupTasks
        Member: group, member             ([subtopologyId, partitions])
-21     StreamsGroupCurrentMember-        memberEpoch, previousMemberEpoch, state int8, the
+22     StreamsGroupCurrentMember-        memberEpoch, previousMemberEpoch, state int8, the
        Assignment: group, member         three task lists then the three pending revocation;
                                          each active entry's tagged 0 assignmentEpochs
-22     StreamsGroupTopology: group       epoch, subtopologies
+23     StreamsGroupTopology: group       epoch, subtopologies
 =====  ================================  ===================================================
 """
 
@@ -43,14 +43,15 @@ from .streams_group import (
     task_list,
 )
 
+# Kafka 4.3.1's CoordinatorRecordType ids (18, StreamsGroupPartitionMetadata, is gone)
 STREAMS_GROUP_METADATA = 17
-STREAMS_GROUP_MEMBER_METADATA = 18
-STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA = 19
-STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER = 20
-STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT = 21
-STREAMS_GROUP_TOPOLOGY = 22
+STREAMS_GROUP_MEMBER_METADATA = 19
+STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA = 20
+STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER = 21
+STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT = 22
+STREAMS_GROUP_TOPOLOGY = 23
 _WITH_MEMBER = (STREAMS_GROUP_MEMBER_METADATA, STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER, STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT)
-STREAMS_RECORD_TYPES = frozenset(range(STREAMS_GROUP_METADATA, STREAMS_GROUP_TOPOLOGY + 1))
+STREAMS_RECORD_TYPES = frozenset({17, 19, 20, 21, 22, 23})
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -712,3 +712,55 @@ def test_a_consumer_protocol_group_is_listed_and_described(cb):
         assert sorted(lags.values()) == ["0", "1"]
     finally:
         c.close()
+
+
+def _streams_heartbeat(group: str, member: str, epoch: int, topic: str | None, process: str) -> dict:
+    """A StreamsGroupHeartbeat v0 as Kafka Streams sends it: the topology and empty task lists on
+    the join, nulls (unchanged) after."""
+    topology = None if topic is None else {"epoch": 1, "subtopologies": [{
+        "subtopology_id": "0", "source_topics": [topic], "source_topic_regex": [], "state_changelog_topics": [],
+        "repartition_sink_topics": [], "repartition_source_topics": [], "copartition_groups": []}]}
+    return {"group_id": group, "member_id": member, "member_epoch": epoch, "endpoint_information_epoch": 0,
+            "instance_id": None, "rack_id": None, "rebalance_timeout": 30000, "topology": topology,
+            "active_tasks": None if topic is None else [], "standby_tasks": None if topic is None else [],
+            "warmup_tasks": None if topic is None else [], "process_id": process, "user_endpoint": None,
+            "client_tags": [] if topic is not None else None, "task_offsets": [], "task_end_offsets": [],
+            "shutdown_application": False}
+
+
+def test_a_streams_group_is_listed_and_described(cb):
+    """A KIP-1071 streams group: its type, member, the tasks' source partitions and lag."""
+    from tests.conformance.wire import Wire
+
+    topic, group = f"streams-in-{uuid.uuid4().hex[:6]}", f"gs-{uuid.uuid4().hex[:6]}"
+    create_topic(cb.bootstrap_servers, topic, 2)
+    p = Producer({"bootstrap.servers": cb.bootstrap_servers})
+    for i in range(5):
+        p.produce(topic, value=b"s%d" % i, partition=i % 2)
+    assert p.flush(TIMEOUT) == 0
+    member, process = str(uuid.uuid4()), str(uuid.uuid4())
+    with Wire(cb.bootstrap_servers) as w:
+        answer = w.call(88, 0, _streams_heartbeat(group, member, 0, topic, process))
+        assert answer["error_code"] == 0, answer
+        epoch = answer["member_epoch"]
+        deadline = time.monotonic() + TIMEOUT
+        while not answer.get("active_tasks") and time.monotonic() < deadline:
+            time.sleep(0.1)
+            answer = w.call(88, 0, _streams_heartbeat(group, member, epoch, None, process))
+            assert answer["error_code"] == 0, answer
+            epoch = answer["member_epoch"]
+        assert [(t["subtopology_id"], sorted(t["partitions"])) for t in answer["active_tasks"]] == [("0", [0, 1])]
+        commit = w.call(8, 9, {"group_id": group, "generation_id_or_member_epoch": epoch, "member_id": member,
+                               "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                                   {"partition_index": 0, "committed_offset": 2, "committed_leader_epoch": -1,
+                                    "committed_metadata": None}]}]})
+        assert commit["topics"][0]["partitions"][0]["error_code"] == 0, commit
+        home = {r["Group"]: r for r in rows(http(cb.console_url, "/")[1], "groups")}
+        assert home[group]["Type"] == "streams" and home[group]["Members"] == "1", home[group]
+        page = http(cb.console_url, f"/group?id={group}")[1]
+        (shown,) = rows(page, "members")
+        assert shown["Assignment"] == f"{topic}: 0,1" and shown["Epoch"] == str(epoch), shown
+        lags = {r["Partition"]: r["Lag"] for r in rows(page, "offsets")}
+        # Partition 0: 3 records, committed 2 -> lag 1; partition 1: no commit, no lag figure.
+        assert lags["0"] == "1", lags
+        assert home[group]["Total lag"] == "1"

@@ -98,7 +98,7 @@ def server(tmp_path_factory):
         yield s
     finally:
         if s.proc is not None and s.proc.poll() is None:
-            s.stop()
+            s.stop(timeout=120)  # a machine busy with other suites can make the clean stop slow
         shutil.rmtree(data, ignore_errors=True)
 
 

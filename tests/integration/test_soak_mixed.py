@@ -17,6 +17,7 @@ from tests.support import kafka_tool_missing
 SECONDS = float(os.environ.get("SOAK_MIXED_TEST_SECONDS", "120"))
 
 
+@pytest.mark.timeout(SECONDS + 780)  # 2 minutes, then up to 5 for the JVMs to start and 3 to catch up
 @pytest.mark.skipif(kafka_tool_missing("kafka-verifiable-consumer.sh") is not None,
                     reason=str(kafka_tool_missing("kafka-verifiable-consumer.sh")))
 def test_mixed_soak(tmp_path):

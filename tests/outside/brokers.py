@@ -5,8 +5,8 @@
 - ``reference``: Apache Kafka 4.3.1 (``bench.reference.ReferenceKafka``, KRaft, one node).
 
 Each has two loopback listeners on free ports: PLAINTEXT (``bootstrap``) and SASL_PLAINTEXT
-(``sasl_bootstrap``) with SCRAM-SHA-256 and the user ``SCRAM_USER`` made by Kafka's
-``kafka-configs.sh`` after start; the reference's SASL listener also offers OAUTHBEARER with
+(``sasl_bootstrap``) with SCRAM-SHA-256 and the user ``SCRAM_USER`` (on Kafka made by
+``kafka-configs.sh`` after start, on kafka-sidecar by its JAAS ``user_<name>`` convenience); the reference's SASL listener also offers OAUTHBEARER with
 Kafka's default (unsecured-token) validator, which kafka-sidecar does not implement.
 Both get ``OVERRIDES`` (what the conformance suite uses plus no rebalance delay). Automatic topic
 creation and share groups are on by default in both (``share.version`` finalized at 1).
@@ -119,12 +119,15 @@ def running(name: str, work: Path | None = None) -> Iterator[RunningBroker]:
     tmp = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work))
     try:
         if name == OURS:
+            # The SCRAM user from the JAAS entry's user_<name> option (kafka-sidecar's documented
+            # convenience: no JVM needed for our half).
             overrides = {**OVERRIDES, **SASL_OVERRIDES, "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-                         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"}
+                         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                         "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
+                             f'{SCRAM_MODULE} required user_{SCRAM_USER}="{SCRAM_PASSWORD}";'}
             server = _Sidecar(tmp / "data", overrides).start()
             try:
                 assert server.proc is not None
-                add_scram_user(server.bootstrap)
                 yield RunningBroker(OURS, server.bootstrap, f"127.0.0.1:{server.ports['SASL_PLAINTEXT']}",
                                     f"kafka-sidecar pid {server.proc.pid}",
                                     lambda: server.proc is not None and server.proc.poll() is None)

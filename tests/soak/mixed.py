@@ -19,10 +19,11 @@ On topic ``mixed`` (2 partitions), for ``--seconds``:
 - the log engine: topics created, written and deleted every few seconds; DeleteRecords and
   size-based retention on ``mixed-retention``; compaction of keyed writes on ``mixed-compact``.
 
-Every ``--sample`` seconds the server's RSS and open files are recorded. The run fails on a
-lost or duplicated record in any group, a client error, an ERROR line in the server log, RSS
-or open files growing after warm-up (the first quarter), or a segment failing verification
-after the clean stop. Prints a JSON summary (with the samples); exit status 1 on failure.
+Every ``--sample`` seconds the server's RSS and open files are recorded (segment files, which
+grow with the data kept as Kafka's do, apart). The run fails on a lost or duplicated record in
+any group, a client error, an ERROR line in the server log, RSS or the other open files
+(sockets, checkpoints) growing after warm-up (the first quarter), deleted files held open, or a
+segment failing verification after the clean stop. Prints a JSON summary (with the samples); exit status 1 on failure.
 Loopback only, bounded in time; every process it starts is stopped.
 """
 
@@ -338,11 +339,28 @@ def engine_churn(bootstrap: str, stop: threading.Event, ledger: Ledger) -> None:
             ledger.error(f"churn {n}: {e!r}")
 
 
-def open_files(pid: int) -> int:
+def open_files(pid: int) -> dict[str, int]:
+    """The server's open files: all, segment files (.log and indexes: one per segment, as in
+    Kafka, growing with the data kept), files already deleted (a leak), and the rest (sockets,
+    checkpoints, ...), which must stay flat."""
+    out = {"all": 0, "segments": 0, "deleted": 0, "other": 0}
     try:
-        return len(os.listdir(f"/proc/{pid}/fd"))
+        names = os.listdir(f"/proc/{pid}/fd")
     except OSError:
-        return 0
+        return out
+    for name in names:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            continue
+        out["all"] += 1
+        if target.endswith(" (deleted)"):
+            out["deleted"] += 1
+        elif target.endswith((".log", ".index", ".timeindex", ".txnindex")):
+            out["segments"] += 1
+        else:
+            out["other"] += 1
+    return out
 
 
 def run(seconds: float, rate: float, sample: float, data_dir: Path, verbose: bool = True) -> dict[str, Any]:
@@ -448,18 +466,20 @@ def run(seconds: float, rate: float, sample: float, data_dir: Path, verbose: boo
         log_errors = [line for line in server.log_text().splitlines() if " ERROR " in line or "Traceback" in line]
         warm = [s for s in samples if s["t"] >= seconds * 0.25] or samples
         rss_growth = (samples[-1]["rss_mib"] - warm[0]["rss_mib"]) if samples else 0
-        files_growth = (samples[-1]["open_files"] - warm[0]["open_files"]) if samples else 0
+        files_growth = (samples[-1]["open_files"]["other"] - warm[0]["open_files"]["other"]) if samples else 0
+        deleted_held = max((s["open_files"]["deleted"] for s in warm), default=0)
         result = {
             "seconds": seconds, "rate_per_producer": rate, "records_acknowledged": len(acked),
             "by_producer": dict(Counter("java" if v[:2] == b"7." else v.rsplit(b"-", 1)[0].decode() for v in acked.values())),
             "groups": report, "counts": dict(ledger.counts), "errors": ledger.errors[:20], "server_log_errors": log_errors[:10],
             "rss_mib": {"after_warmup": warm[0]["rss_mib"] if warm else 0, "end": samples[-1]["rss_mib"] if samples else 0,
                         "max": max((s["rss_mib"] for s in samples), default=0)},
-            "open_files": {"after_warmup": warm[0]["open_files"] if warm else 0, "end": samples[-1]["open_files"] if samples else 0},
+            "open_files": {"after_warmup": warm[0]["open_files"] if warm else {}, "end": samples[-1]["open_files"] if samples else {},
+                           "deleted_files_held_max": deleted_held},
             "samples": samples,
         }
         ok = (not failed and not ledger.errors and not log_errors and len(acked) > 0
-              and rss_growth < max(20.0, (warm[0]["rss_mib"] if warm else 0) * 0.25) and files_growth < 100)
+              and rss_growth < max(20.0, (warm[0]["rss_mib"] if warm else 0) * 0.25) and files_growth < 50 and deleted_held < 20)
         if server.stop() != 0:
             ok = False
             result["errors"].append("unclean stop")

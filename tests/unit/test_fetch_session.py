@@ -20,6 +20,7 @@ from kafka_sidecar.server.fetch_session import (
     FetchSessionCacheShard,
     FullFetchContext,
     IncrementalFetchContext,
+    Reads,
     SessionErrorContext,
     SessionIdOutOfRange,
     SessionlessFetchContext,
@@ -47,13 +48,26 @@ def by_id(partitions: list[int], offset: int = 0, tid: uuid.UUID = TID) -> dict:
 
 def answer(ctx, hw: int = 10, log_start: int = 0, records: dict | None = None, error: dict | None = None):
     """Results as _read_all makes them: every context partition read, with these answers."""
-    out = []
+    out = Reads()
     for cp in ctx.partitions:
         code = (error or {}).get(cp.partition, 0)
         fp = FetchPartition(cp.partition, code, -1 if code else hw, -1 if code else hw, -1 if code else log_start,
                             (records or {}).get(cp.partition, b""))
-        out.append((cp, fp))
+        out.partitions.append(cp)
+        out.answers.append(fp)
     return out
+
+
+def reads(pairs) -> Reads:
+    out = Reads()
+    for cp, fp in pairs:
+        out.partitions.append(cp)
+        out.answers.append(fp)
+    return out
+
+
+def indexes(sent: Reads) -> list[int]:
+    return [cp.partition for cp in sent.partitions]
 
 
 def open_session(fm: FetchManager, data: dict, version: int = 12, **kw) -> int:
@@ -80,11 +94,11 @@ def test_full_fetch_opens_a_session_then_incremental_epochs_advance():
         assert isinstance(ctx, IncrementalFetchContext)
         assert [cp.partition for cp in ctx.partitions] == [0, 1, 2]
         code, got_sid, sent = ctx.response(answer(ctx))
-        assert (code, got_sid, sent) == (0, sid, [])  # nothing changed: an empty incremental answer
+        assert (code, got_sid, len(sent)) == (0, sid, 0)  # nothing changed: an empty incremental answer
     # The same epoch again (a retried request) is stale now.
     ctx = fm.new_context(12, sid, 3, False, {}, [])
     assert isinstance(ctx, SessionErrorContext)
-    assert ctx.response([]) == (errors.INVALID_FETCH_SESSION_EPOCH, 0, [])
+    assert ctx.response(Reads())[:2] == (errors.INVALID_FETCH_SESSION_EPOCH, 0)
 
 
 def test_session_errors():
@@ -129,7 +143,7 @@ def test_incremental_updates_then_forgets_and_an_empty_session_closes():
     parts = {cp.partition: cp for cp in ctx.partitions}
     assert sorted(parts) == [0, 2] and parts[0].fetch_offset == 5
     code, _, sent = ctx.response(answer(ctx))
-    assert [cp.partition for cp, _ in sent] == [2]  # only the new one: 0 is unchanged
+    assert indexes(sent) == [2]  # only the new one: 0 is unchanged
     ctx = fm.new_context(12, sid, 2, False, {}, [("t", 0), ("t", 2), ("u", 9)])
     assert isinstance(ctx, SessionlessFetchContext) and len(cache) == 0
 
@@ -140,18 +154,18 @@ def test_incremental_answer_rules():
     ctx = fm.new_context(12, sid, 1, False, {}, [])
     results = answer(ctx, hw=10, log_start=0, records={1: b"x" * 70}, error={3: errors.UNKNOWN_TOPIC_OR_PARTITION})
     # Sizing (a quota check) changes nothing ...
-    assert [cp.partition for cp, _ in ctx.response(results, update=False)[2]] == [1, 3]
+    assert indexes(ctx.response(results, update=False)[2]) == [1, 3]
     # ... answering does: partition 1 had records, so it is read last from now on.
-    assert [cp.partition for cp, _ in ctx.response(results)[2]] == [1, 3]
+    assert indexes(ctx.response(results)[2]) == [1, 3]
     assert [cp.partition for cp in ctx.session.partitions.values()] == [0, 2, 3, 1]
     ctx = fm.new_context(12, sid, 2, False, {}, [])
     # Partition 3's error is gone: sent again (its cached high watermark was reset); 0's high watermark moved.
-    results = [(cp, FetchPartition(cp.partition, 0, 11 if cp.partition == 0 else 10, 10, 0)) for cp in ctx.partitions]
-    assert [cp.partition for cp, _ in ctx.response(results)[2]] == [0, 3]
+    results = reads((cp, FetchPartition(cp.partition, 0, 11 if cp.partition == 0 else 10, 10, 0)) for cp in ctx.partitions)
+    assert indexes(ctx.response(results)[2]) == [0, 3]
     ctx = fm.new_context(12, sid, 3, False, {}, [])
-    results = [(cp, FetchPartition(cp.partition, 0, 11 if cp.partition == 0 else 10, 10, 2 if cp.partition == 2 else 0))
-               for cp in ctx.partitions]
-    assert [cp.partition for cp, _ in ctx.response(results)[2]] == [2]  # the log start offset moved
+    results = reads((cp, FetchPartition(cp.partition, 0, 11 if cp.partition == 0 else 10, 10, 2 if cp.partition == 2 else 0))
+                    for cp in ctx.partitions)
+    assert indexes(ctx.response(results)[2]) == [2]  # the log start offset moved
 
 
 def test_throttled_answers_keep_the_session_state():
@@ -163,13 +177,13 @@ def test_throttled_answers_keep_the_session_state():
     ctx = fm.new_context(12, sid, 1, False, {}, [])
     assert ctx.throttled_response() == (0, sid)
     ctx = fm.new_context(12, sid, 2, False, {}, [])  # the client goes on with the next epoch
-    results = [(cp, FetchPartition(0, 0, 12, 12, 0)) for cp in ctx.partitions]
+    results = reads((cp, FetchPartition(0, 0, 12, 12, 0)) for cp in ctx.partitions)
     assert len(ctx.response(results)[2]) == 1
     # A duplicate of epoch 2 made meanwhile: the first one's answer is INVALID_FETCH_SESSION_EPOCH.
     ctx_a = fm.new_context(12, sid, 3, False, {}, [])
     fm.cache.shard_for(sid).get(sid).epoch = 3  # the session moved on under it (another request of epoch 3)
     assert ctx_a.throttled_response() == (errors.INVALID_FETCH_SESSION_EPOCH, sid)
-    assert ctx_a.response([])[:2] == (errors.INVALID_FETCH_SESSION_EPOCH, sid)
+    assert ctx_a.response(Reads())[:2] == (errors.INVALID_FETCH_SESSION_EPOCH, sid)
 
 
 def test_cache_slots_are_split_over_8_shards_round_robin():
