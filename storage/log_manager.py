@@ -316,11 +316,11 @@ class LogManager:
         for p in paths:
             shutil.rmtree(p, ignore_errors=True)
 
-    def highest_producer_id(self) -> int:
-        """The highest producer id some log holds state for (-1 if none): ProducerIdManager
-        never hands out one below it."""
+    def highest_producer_id(self, below: int = 2**63) -> int:
+        """The highest producer id below ``below`` some log holds state for (-1 if none):
+        ProducerIdManager never hands out one below it."""
         with self._lock:
-            return max((pid for lg in self.logs.values() for pid in lg.producer_state.producers), default=-1)
+            return max((pid for lg in self.logs.values() for pid in lg.producer_state.producers if pid < below), default=-1)
 
     # ---- config changes (AlterConfigs / IncrementalAlterConfigs) ----------------------------
 

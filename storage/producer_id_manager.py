@@ -17,11 +17,18 @@ from . import checkpoint
 log = logging.getLogger("kafka_sidecar.storage.log_manager")  # the logger operators know these lines by
 
 PRODUCER_ID_FILE = "sidecar-producer-id"
+# Ids in use from here up are not counted: a client may write any producer id into an
+# idempotent batch (Kafka accepts it; its controller's allocator never looks at logs), and
+# continuing after such an id would run the counter off the int64 range (found by fuzzing: one
+# Produce with producer id 2**63-1 made every later InitProducerId fail). Counting up from 0,
+# the allocator never gets near it.
+FOREIGN_PRODUCER_IDS = 2**62
 
 
 class ProducerIdManager:
-    def __init__(self, data_dir: Path, highest_in_use: Callable[[], int]) -> None:
-        """``highest_in_use``: the highest producer id some log holds state for (-1 if none)."""
+    def __init__(self, data_dir: Path, highest_in_use: Callable[[int], int]) -> None:
+        """``highest_in_use(below)``: the highest producer id below ``below`` some log holds state
+        for (-1 if none)."""
         self.path = Path(data_dir) / PRODUCER_ID_FILE
         self._highest_in_use = highest_in_use
         self._lock = threading.Lock()
@@ -39,7 +46,7 @@ class ProducerIdManager:
                 log.warning("ignoring unreadable %s (%s): next producer id recomputed from the logs", path, e)
                 next_id = 0
             # Never hand out an id some log already holds state for (a damaged or lost file).
-            known = self._highest_in_use()
+            known = self._highest_in_use(FOREIGN_PRODUCER_IDS)
             if next_id <= known:
                 if path.exists():
                     log.warning("%s says %d but producer id %d is in use: continuing from %d", path.name, next_id, known, known + 1)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import hashlib
 import logging
 import random
 import shutil
@@ -228,8 +229,16 @@ def run_atheris(argv: list[str]) -> int:
         seed_corpus(corpus)
         argv = [*argv, str(corpus)]
 
+    # libFuzzer writes a crashing input to -artifact_prefix; it is written here first too, so a
+    # finding survives a process that dies on the way (one did, killed while crashing).
+    prefix = next((a.split("=", 1)[1] for a in argv if a.startswith("-artifact_prefix=")), "./")
+
     def test_one_input(data: bytes) -> None:
-        target.run_one(payload_of(data))
+        try:
+            target.run_one(payload_of(data))
+        except BaseException:
+            Path(f"{prefix}failing-{hashlib.sha1(data).hexdigest()}").write_bytes(data)
+            raise
 
     atheris.Setup(argv, test_one_input)
     atheris.Fuzz()

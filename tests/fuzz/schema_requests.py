@@ -144,7 +144,7 @@ class Generator:
                 return lo
             r = rnd.random()
             if r < 0.3:
-                return rnd.choice([lo, hi, -1, 0, 1, lo + 1, hi - 1])
+                return max(lo, min(hi, rnd.choice([lo, hi, -1, 0, 1, lo + 1, hi - 1])))
             if r < 0.8:
                 return max(lo, min(hi, rnd.randint(-2, 5)))
             return rnd.randint(lo, hi)
