@@ -71,6 +71,11 @@ class SharePartition:
         # and the finished records the start offset has moved over since the last write.
         self.write_start_offset = start_offset
         self.done_since_write: dict[int, InFlightRecord] = {}
+        # A lower bound of the acquired records' lock deadlines (None: none acquired since the
+        # last scan), so that checking for expired locks on every request is not a scan of
+        # every in-flight record; and whether a record was archived since the last state write.
+        self.lock_floor_ms: int | None = None
+        self.archived_since_write = False
 
     @property
     def initialized(self) -> bool:
@@ -120,6 +125,7 @@ class SharePartition:
                     # A gap in the log (compaction) between the last new offset and this one is archived.
                     for gap in range(self.next_fetch_offset_new, offset):
                         self.records[gap] = InFlightRecord(RecordState.ARCHIVED, 0)
+                        self.archived_since_write = True
                     rec = self.records[offset] = InFlightRecord(RecordState.AVAILABLE, 0)
                     self.next_fetch_offset_new = offset + 1
                 if rec.state != RecordState.AVAILABLE:
@@ -129,6 +135,8 @@ class SharePartition:
                 rec.member_id = member_id
                 rec.lock_deadline_ms = now_ms + self.lock_duration_ms
                 acquired.append((offset, rec.delivery_count))
+        if acquired and (self.lock_floor_ms is None or now_ms + self.lock_duration_ms < self.lock_floor_ms):
+            self.lock_floor_ms = now_ms + self.lock_duration_ms
         self._advance_start_offset()
         return _coalesce(acquired)
 
@@ -138,6 +146,7 @@ class SharePartition:
         for first, last in ranges:
             for offset in range(max(first, self.next_fetch_offset_new), last + 1):
                 self.records.setdefault(offset, InFlightRecord(RecordState.ARCHIVED, 0))
+                self.archived_since_write = True
         while (rec := self.records.get(self.next_fetch_offset_new)) is not None and rec.state == RecordState.ARCHIVED:
             self.next_fetch_offset_new += 1
         self._advance_start_offset()
@@ -187,18 +196,30 @@ class SharePartition:
         return released
 
     def expire_locks(self, now_ms: int) -> int:
-        """Acquisition locks that timed out: the records go back as after a RELEASE."""
+        """Acquisition locks that timed out: the records go back as after a RELEASE. A scan of
+        the in-flight records only once the earliest lock may have run out."""
+        if self.lock_floor_ms is None or now_ms < self.lock_floor_ms:
+            return 0
         expired = 0
+        floor = None
         for rec in self.records.values():
-            if rec.state == RecordState.ACQUIRED and rec.lock_deadline_ms <= now_ms:
-                self._release(rec)
-                expired += 1
-        self._advance_start_offset()
+            if rec.state == RecordState.ACQUIRED:
+                if rec.lock_deadline_ms <= now_ms:
+                    self._release(rec)
+                    expired += 1
+                elif floor is None or rec.lock_deadline_ms < floor:
+                    floor = rec.lock_deadline_ms
+        self.lock_floor_ms = floor
+        if expired:
+            self._advance_start_offset()
         return expired
 
     def next_lock_deadline(self) -> int | None:
+        if self.lock_floor_ms is None:
+            return None
         deadlines = [r.lock_deadline_ms for r in self.records.values() if r.state == RecordState.ACQUIRED]
-        return min(deadlines) if deadlines else None
+        self.lock_floor_ms = min(deadlines) if deadlines else None
+        return self.lock_floor_ms
 
     # ---- internals ---------------------------------------------------------------------
 

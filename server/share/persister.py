@@ -157,8 +157,12 @@ class ShareStatePersister:
         or a ShareSnapshot when asked, on the first write or after enough updates. With
         ``states_only`` a change of the start offset alone is not written (an acquisition, or the
         start offset resolved at the first ShareFetch: Kafka writes neither)."""
-        state = persisted_state(sp, as_written=True)
         last = self.written.get(key)
+        if states_only and last is not None and not snapshot and not sp.archived_since_write:
+            # Only acquisitions (never written) and start offset moves since the last write:
+            # what a states-only write would find unchanged, without building the state.
+            return
+        state = persisted_state(sp, as_written=True)
         if last is not None and not snapshot and (last.state == state or (states_only and _clip(last.state[1], state[0]) == state[1])):
             return
         now = int(time.time() * 1000)
@@ -182,6 +186,7 @@ class ShareStatePersister:
         # Kafka's cache moves after the write: the next write starts from here.
         sp.write_start_offset = sp.start_offset
         sp.done_since_write.clear()
+        sp.archived_since_write = False
 
     def _prune(self, partition: int) -> None:
         """Kafka's share coordinator prunes its state topic by offsets (cleanup.policy=delete,
@@ -270,3 +275,4 @@ class ShareStatePersister:
         # finished records it read: its next write starts from there.
         sp.write_start_offset = sp.start_offset
         sp.done_since_write.clear()
+        sp.archived_since_write = False
