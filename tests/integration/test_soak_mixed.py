@@ -25,4 +25,5 @@ def test_mixed_soak(tmp_path):
     summary = {k: v for k, v in result.items() if k != "samples"}
     assert result["ok"], summary
     assert set(result["by_producer"]) == {"librdkafka", "kafka-python", "aiokafka", "java"}, summary
-    assert result["counts"].get("topics_churned", 0) >= 5 and result["counts"].get("copier_runs", 0) >= 1, summary
+    assert result["counts"].get("topics_churned", 0) >= 5 and result["counts"].get("txn_committed", 0) >= 1 \
+        and result["counts"].get("txn_aborted", 0) >= 1, summary
