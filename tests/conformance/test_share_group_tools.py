@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from typing import Any
 
 import pytest
@@ -239,6 +240,19 @@ def scenario_group_configs(ctx: Ctx) -> dict[str, Any]:
                               "include_synonyms": synonyms, "include_documentation": docs})
         return body["results"]
 
+    def describe_after_change(name: str, key: str, changed: bool, keys: list[str] | None = None,
+                              synonyms: bool = True) -> list[Any]:
+        """Kafka applies a group config when the controller's record reaches the broker, so a
+        DescribeConfigs just after the alter may still show the old value: wait (bounded) until
+        `key` is (changed=True) or is not (changed=False) a GROUP_CONFIG (source 8) value."""
+        deadline = time.monotonic() + 15
+        while True:
+            results = describe(name, keys, synonyms)
+            sources = {c["name"]: c["config_source"] for c in results[0]["configs"]}
+            if (sources.get(key) == 8) == changed or time.monotonic() > deadline:
+                return results
+            time.sleep(0.1)
+
     obs["validate"] = [(k, v, alter(group, [(k, 0, v)], validate_only=True)) for k, v in _GROUP_CONFIG_CASES]
     obs["two_unknown_first"] = alter(group, [("share.delivery.count.limit", 0, "1"), ("bogus", 0, "1")], True)
     obs["append"] = alter(group, [("share.auto.offset.reset", 2, "earliest")])
@@ -247,12 +261,12 @@ def scenario_group_configs(ctx: Ctx) -> dict[str, Any]:
     obs["describe_unset"] = describe(group, docs=True)
     obs["set"] = alter(group, [("share.auto.offset.reset", 0, "by_duration:PT1H"), ("share.record.lock.duration.ms", 0, "15000")])
     obs["delete_unset"] = alter(group, [("consumer.session.timeout.ms", 1, None)])
-    obs["describe_set"] = describe(group)
+    obs["describe_set"] = describe_after_change(group, "share.record.lock.duration.ms", True)
     obs["describe_keys"] = describe(group, ["share.record.lock.duration.ms", "share.auto.offset.reset", "nope"], synonyms=False, docs=True)
     legacy = w.call(33, 2, {"resources": [{"resource_type": 32, "resource_name": other, "configs": [
         {"name": "share.isolation.level", "value": "read_committed"}]}], "validate_only": False})
     obs["legacy_alter"] = [(r["error_code"], r["error_message"]) for r in legacy["responses"]]
-    obs["describe_legacy"] = describe(other, ["share.isolation.level"])
+    obs["describe_legacy"] = describe_after_change(other, "share.isolation.level", True, ["share.isolation.level"])
     obs["tool_alter"] = _configs_tool(ctx, "--alter", "--entity-type", "groups", "--entity-name", group,
                                       "--add-config", "share.auto.offset.reset=earliest,share.delivery.count.limit=3")
     obs["tool_alter_bad"] = _configs_tool(ctx, "--alter", "--entity-type", "groups", "--entity-name", group,
@@ -260,7 +274,7 @@ def scenario_group_configs(ctx: Ctx) -> dict[str, Any]:
     obs["tool_describe"] = _configs_tool(ctx, "--describe", "--entity-type", "groups", "--entity-name", group)
     obs["tool_delete"] = _configs_tool(ctx, "--alter", "--entity-type", "groups", "--entity-name", group,
                                        "--delete-config", "share.auto.offset.reset,share.delivery.count.limit,share.record.lock.duration.ms")
-    obs["describe_after_delete"] = describe(group, ["share.auto.offset.reset"])
+    obs["describe_after_delete"] = describe_after_change(group, "share.auto.offset.reset", False, ["share.auto.offset.reset"])
     alter(other, [("share.isolation.level", 1, None)])
     return obs
 
