@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from kafka_sidecar.client import KafkaClient, KafkaClientError
 
@@ -66,6 +66,20 @@ def list_groups(client: KafkaClient, types: list[str]) -> list[tuple[str, str, s
     if body.error_code.value:
         raise GroupCommandError(f"Executing consumer group command failed due to {java_exception(body.error_code.value)}")
     return [(g.group_id, g.group_state, (g.group_type.lower() if typed else "classic"), g.protocol_type) for g in body.groups]
+
+
+def print_list(client: KafkaClient, group_type: str, with_state: bool, out: TextIO) -> None:
+    """kafka-share-groups.sh / kafka-streams-groups.sh --list [--state]: the groups of one type in
+    the broker's order, with their states in a GROUP column at least 15 wide."""
+    groups = [(g, s) for g, s, _, _ in list_groups(client, [group_type])]
+    if with_state:
+        width = max([15, *(len(g) for g, _ in groups)])
+        out.write(f"{'GROUP':<{width}} STATE\n")
+        for g, s in groups:
+            out.write(f"{g:<{width}} {s}\n")
+    else:
+        for g, _ in groups:
+            out.write(g + "\n")
 
 
 def decode_assignment(data: bytes | None) -> list[TopicPartition]:

@@ -1,9 +1,10 @@
-"""``kafka-sidecar groups``: kafka-consumer-groups.sh's list, describe (with lag) and reset, and
-kafka-share-groups.sh's list and describe for share groups.
+"""``kafka-sidecar groups``: kafka-consumer-groups.sh's list, describe (with lag) and reset,
+kafka-share-groups.sh's list and describe for share groups, and kafka-streams-groups.sh's for
+streams groups.
 
 Same options and output as Kafka 4's tools for what they share::
 
-    kafka-sidecar groups --bootstrap-server HOST:PORT --list [--state] [--type consumer|share]
+    kafka-sidecar groups --bootstrap-server HOST:PORT --list [--state] [--type consumer|share|streams]
     kafka-sidecar groups --bootstrap-server HOST:PORT --describe (--group G ... | --all-groups) [--members | --state] [--verbose]
     kafka-sidecar groups --bootstrap-server HOST:PORT --reset-offsets --group G
                          (--topic T[:P,P...] ... | --all-topics)
@@ -13,11 +14,13 @@ Same options and output as Kafka 4's tools for what they share::
 Describe finds each group's type (ListGroups v5) and prints it as Kafka's tool for that type
 does: classic and KIP-848 consumer groups as kafka-consumer-groups.sh (one row per partition:
 committed offset, log end offset, lag, and the member it is assigned to, or ``-``), share groups
-as kafka-share-groups.sh (``share_groups.py``). The describe APIs per type are in
+as kafka-share-groups.sh (``share_groups.py``), streams groups as kafka-streams-groups.sh
+(``streams_groups.py``). The describe APIs per type are in
 ``group_describe.py``. Reset only touches
 inactive groups (Empty or unknown), like Kafka; without ``--execute`` it is a dry run that
 prints the plan. Only the Kafka protocol is used (FindCoordinator, ListGroups, DescribeGroups,
-ConsumerGroupDescribe, ShareGroupDescribe, DescribeShareGroupOffsets, OffsetFetch, OffsetCommit,
+ConsumerGroupDescribe, ShareGroupDescribe, DescribeShareGroupOffsets, StreamsGroupDescribe,
+OffsetFetch, OffsetCommit,
 ListOffsets, Metadata), so the tool works against any Kafka broker.
 Errors print Kafka's ``Error: ...`` line; the exit status is 1 then (Kafka's tool exits 0).
 """
@@ -32,7 +35,7 @@ from typing import TextIO
 from kafka_sidecar.client import KafkaClient
 from kafka_sidecar.server.tools.command_config import command_config
 
-from . import share_groups
+from . import share_groups, streams_groups
 from .admin import (
     EARLIEST,
     LATEST,
@@ -73,9 +76,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--members", action="store_true", help="describe members")
     p.add_argument("--state", action="store_true", help="describe (or list with) the group state")
     p.add_argument("--offsets", action="store_true", help="describe offsets (the default)")
-    p.add_argument("--verbose", action="store_true", help="describe with epochs and assignments (KIP-848 and share groups)")
-    p.add_argument("--type", choices=["consumer", "share"], default=None,
-                   help="--list: consumer groups (classic and KIP-848, the default) or share groups; "
+    p.add_argument("--verbose", action="store_true", help="describe with epochs and assignments (KIP-848, share and streams groups)")
+    p.add_argument("--type", choices=["consumer", "share", "streams"], default=None,
+                   help="--list: consumer groups (classic and KIP-848, the default), share or streams groups; "
                         "--describe finds each group's type itself")
     p.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]", help="topic (and partitions) to reset")
     p.add_argument("--all-topics", action="store_true", help="reset every partition the group has committed")
@@ -241,6 +244,12 @@ def _group_types(client: KafkaClient) -> dict[str, str]:
 
 def _describe(client: KafkaClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     kinds = _group_types(client)
+    if args.type == "streams":
+        # kafka-streams-groups.sh: the groups in the order given (or listed), each as its type
+        streams = [g for g, t in kinds.items() if t == "streams"] if args.all_groups else list(args.group)
+        for group in streams:
+            streams_groups.describe(client, group, args, out)
+        return 0
     if args.all_groups:
         wanted = ["share"] if args.type == "share" else CONSUMER_TYPES
         groups = sorted(g for g, t in kinds.items() if t in wanted)
@@ -250,6 +259,9 @@ def _describe(client: KafkaClient, args: argparse.Namespace, out: TextIO, err: T
         raise GroupCommandError("Option [describe] takes one of these options: [all-groups], [group]")
     for group in sorted(groups):
         kind = kinds.get(group)
+        if kind == "streams":
+            streams_groups.describe(client, group, args, out)
+            continue
         if kind == "share" or (kind is None and args.type == "share"):
             status = share_groups.describe(client, group, args, out, err)
             if status:
@@ -379,6 +391,8 @@ def _reset(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> int:
 def _list(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> int:
     if args.type == "share":
         return share_groups.list_(client, args, out)
+    if args.type == "streams":
+        return streams_groups.list_(client, args, out)
     # In the broker's order, as Kafka's tool prints them; consumer-protocol groups only.
     groups = [(g, s) for g, s, _, protocol in list_groups(client, CONSUMER_TYPES) if protocol in ("consumer", "")]
     if args.state:

@@ -18,7 +18,7 @@ from .group_describe import (
     GroupDescription,
     assignment_string,
     describe_share,
-    list_groups,
+    print_list,
 )
 
 DESCRIBE_SHARE_GROUP_OFFSETS = 90
@@ -26,15 +26,7 @@ MISSING = "-"
 
 
 def list_(client: KafkaClient, args: argparse.Namespace, out: TextIO) -> int:
-    groups = [(g, s) for g, s, _, _ in list_groups(client, ["share"])]
-    if args.state:
-        width = max([15, *(len(g) for g, _ in groups)])
-        out.write(f"{'GROUP':<{width}} STATE\n")
-        for g, s in groups:
-            out.write(f"{g:<{width}} {s}\n")
-    else:
-        for g, _ in groups:
-            out.write(g + "\n")
+    print_list(client, "share", args.state, out)
     return 0
 
 

@@ -2,10 +2,12 @@
 
 On each broker (ours, and the reference Apache Kafka 4.3.1) the same groups are made with real
 clients: a KIP-848 consumer group (confluent-kafka, ``group.protocol=consumer``, still running),
-a classic group with committed offsets and no members, and a share group (Kafka's
-kafka-console-share-consumer.sh, still running, ``share.auto.offset.reset=earliest``). Then for
-each question, Kafka's tool (kafka-consumer-groups.sh / kafka-share-groups.sh) and our
-``groups`` command ask the same broker, and must print the same bytes. The reference half shows
+a classic group with committed offsets and no members, a share group (Kafka's
+kafka-console-share-consumer.sh, still running, ``share.auto.offset.reset=earliest``) and a
+streams group (KIP-1071: Kafka 4.3.1's Streams word count, tests/tools/streams_app/WordCount.java,
+still running, its input committed). Then for each question, Kafka's tool
+(kafka-consumer-groups.sh / kafka-share-groups.sh / kafka-streams-groups.sh) and our ``groups``
+command ask the same broker, and must print the same bytes. The reference half shows
 our tool reads Kafka's broker as Kafka's tool does; the ours half, that our broker answers so
 that both tools print it the same way.
 
@@ -16,11 +18,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +40,7 @@ from confluent_kafka.admin import (
 
 from bench.reference import ReferenceKafka, unavailable_reason
 from tests.integration.test_kafka_tools import Tools
+from tests.integration.test_streams_groups import APP, StreamsApp
 from tests.support import SidecarProcess, kafka_bin, kafka_tool_missing, sidecar_command
 
 TIMEOUT = 90
@@ -51,13 +56,15 @@ def tool_env(tmp: str) -> dict[str, str]:
 class Groups:
     """The three groups on one broker, kept alive while the questions are asked."""
 
-    def __init__(self, bootstrap: str, tmp: str) -> None:
-        self.bootstrap, self.tmp = bootstrap, tmp
+    def __init__(self, bootstrap: str, tmp: str, app_classes: Path) -> None:
+        self.bootstrap, self.tmp, self.app_classes = bootstrap, tmp, app_classes
         suffix = uuid.uuid4().hex[:6]
         self.topic, self.g848, self.classic, self.share = f"gt-{suffix}", f"g848-{suffix}", f"classic-{suffix}", f"share-{suffix}"
+        self.streams = f"streams-{suffix}"
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._share_proc: subprocess.Popen[str] | None = None
+        self._app: StreamsApp | None = None
         self.tools: Tools | None = None
 
     def start(self) -> Groups:
@@ -96,6 +103,30 @@ class Groups:
         assert sorted(line.strip() for line in got) == sorted(f"v{i}" for i in range(10)), got
         return self
 
+    def start_streams(self) -> None:
+        """The streams group: the word count over the topic, until it has committed everything it read."""
+        out = f"{self.topic}-counts"
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})  # kept until the future resolves
+        admin.create_topics([NewTopic(out, 2, 1)])[out].result(30)
+        self._app = StreamsApp(self.app_classes, self.bootstrap, self.streams, (self.topic, out), Path(tempfile.mkdtemp(dir=self.tmp)))
+        self._wait_streams_caught_up()
+
+    def _wait_streams_caught_up(self) -> None:
+        """Until every offset row of the streams group shows a lag of 0 with a committed offset on
+        the input topic (the app commits every 200 ms), so both tools see one settled group."""
+        deadline = time.monotonic() + 150
+        rows: list[list[str]] = []
+        while time.monotonic() < deadline:
+            assert self._app is not None and not self._app.fatal(), self._app and self._app.lines
+            run = subprocess.run([*sidecar_command(), "groups", "--bootstrap-server", self.bootstrap, "--describe",
+                                  "--group", self.streams, "--verbose"], capture_output=True, text=True, timeout=TIMEOUT)
+            rows = [line.split() for line in run.stdout.splitlines()[1:] if line.strip()]
+            inputs = [r for r in rows if r[1] == self.topic]
+            if len(inputs) == 2 and all(r[3] == "5" for r in inputs) and all(r[-1] == "0" for r in rows):
+                return
+            time.sleep(1)
+        raise AssertionError(f"streams group {self.streams} never caught up: {rows} {self._app.lines if self._app else None}")
+
     @staticmethod
     def _consume(c: Consumer, n: int) -> None:
         got = 0
@@ -120,6 +151,8 @@ class Groups:
         if self._share_proc is not None:
             self._share_proc.kill()
             self._share_proc.wait()
+        if self._app is not None:
+            self._app.stop()
 
 
 @pytest.fixture(scope="module")
@@ -148,14 +181,24 @@ def tools(tmp_path_factory: pytest.TempPathFactory) -> Tools:
     return Tools(kafka_bin("kafka-consumer-groups.sh").parent.parent, tmp_path_factory.mktemp("group-tool-logs"))
 
 
+@pytest.fixture(scope="module")
+def app_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """WordCount.java compiled against the distribution's jars."""
+    home = kafka_bin("kafka-streams-groups.sh").parent.parent
+    out = tmp_path_factory.mktemp("streams-app")
+    subprocess.run(["javac", "-d", str(out), "-cp", f"{home / 'libs'}/*", str(APP)], check=True, timeout=180)
+    return out
+
+
 @pytest.fixture(params=["ours", "reference"])
-def groups(request: pytest.FixtureRequest, tmp_path, tools: Tools) -> Iterator[Groups]:
-    g = Groups(request.getfixturevalue(request.param), str(tmp_path)).start()
+def groups(request: pytest.FixtureRequest, tmp_path, tools: Tools, app_classes: Path) -> Iterator[Groups]:
+    g = Groups(request.getfixturevalue(request.param), str(tmp_path), app_classes).start()
     g.tools = tools
     if tools.archive is None:
         tools.ok_dumping_archive(tmp_path.parent / "groups-tools.jsa", "kafka-consumer-groups.sh", "--bootstrap-server", g.bootstrap,
                                  "--describe", "--group", g.g848)
     try:
+        g.start_streams()  # after the class-data archive: one JVM fewer while it is dumped
         yield g
     finally:
         g.stop()
@@ -163,7 +206,8 @@ def groups(request: pytest.FixtureRequest, tmp_path, tools: Tools) -> Iterator[G
 
 def both(g: Groups, script: str, *args: str) -> tuple[Any, subprocess.CompletedProcess[str]]:
     """Kafka's tool and ours, at once, against the same broker."""
-    extra = ["--type", "share"] if script == "kafka-share-groups.sh" and "--list" in args else []
+    kinds = {"kafka-share-groups.sh": "share", "kafka-streams-groups.sh": "streams"}
+    extra = ["--type", kinds[script]] if script in kinds and "--list" in args else []
     with ThreadPoolExecutor(1) as pool:
         theirs = pool.submit(g.tools.run, script, "--bootstrap-server", g.bootstrap, *args)
         mine = subprocess.run([*sidecar_command(), "groups", "--bootstrap-server", g.bootstrap, *args, *extra],
@@ -178,11 +222,16 @@ QUESTIONS = [  # the verbose forms print every column of the plain ones, and mor
     ("kafka-share-groups.sh", "--describe", "--group", "{share}", "--verbose"),
     ("kafka-share-groups.sh", "--describe", "--group", "{share}", "--members", "--verbose"),
     ("kafka-share-groups.sh", "--describe", "--group", "{share}", "--state", "--verbose"),
+    ("kafka-streams-groups.sh", "--describe", "--group", "{streams}"),
+    ("kafka-streams-groups.sh", "--describe", "--group", "{streams}", "--verbose"),
+    ("kafka-streams-groups.sh", "--describe", "--group", "{streams}", "--members", "--verbose"),
+    ("kafka-streams-groups.sh", "--describe", "--group", "{streams}", "--state", "--verbose"),
 ]
 
 
+@pytest.mark.timeout(900)  # four groups (a Streams app among them) and twenty JVM tool runs per broker
 def test_groups_print_as_kafkas_tools(groups: Groups) -> None:
-    names = {"g848": groups.g848, "classic": groups.classic, "share": groups.share}
+    names = {"g848": groups.g848, "classic": groups.classic, "share": groups.share, "streams": groups.streams}
     for script, *args in QUESTIONS:
         args = [a.format(**names) for a in args]
         theirs, mine = both(groups, script, *args)
@@ -196,6 +245,7 @@ def test_groups_print_as_kafkas_tools(groups: Groups) -> None:
     def pick(out: str) -> list[str]:
         return sorted(line for line in out.splitlines() if line.split(" ")[0] in keep)
 
-    for script, extra in (("kafka-consumer-groups.sh", ["--state"]), ("kafka-share-groups.sh", ["--state"])):
+    for script, extra in (("kafka-consumer-groups.sh", ["--state"]), ("kafka-share-groups.sh", ["--state"]),
+                          ("kafka-streams-groups.sh", ["--state"]), ("kafka-streams-groups.sh", [])):
         theirs, mine = both(groups, script, "--list", *extra)
         assert pick(mine.stdout) == pick(theirs.stdout) and len(pick(mine.stdout)) > len(extra), f"{script} --list {extra}"

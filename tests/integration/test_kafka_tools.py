@@ -130,7 +130,8 @@ class Tools:
         later runs map (kafka-configs.sh: the admin client, Scala and the tools' common classes)."""
         env = self.env()
         env["KAFKA_JVM_PERFORMANCE_OPTS"] = f"{FAST_JVM} -XX:ArchiveClassesAtExit={path} -Xlog:disable"
-        run = self.run(script, *args, env=env)
+        # the dump at exit is slow on a loaded machine (over 60 s at load 20): more time for this one run
+        run = self.run(script, *args, env=env, timeout=3 * TOOL_TIMEOUT)
         if run.returncode == 0 and path.is_file():
             self.archive = path
             return run
