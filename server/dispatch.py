@@ -52,6 +52,7 @@ from .apis import (
     telemetry,
     topics,
     transactions,
+    txn_markers,
 )
 from .error_response import error_response
 from .features import feature_control
@@ -117,6 +118,7 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(24, "AddPartitionsToTxn", 0, 5, transactions.handle_add_partitions_to_txn, coordinator_write=True),
         ApiSpec(25, "AddOffsetsToTxn", 0, 4, transactions.handle_add_offsets_to_txn, coordinator_write=True),
         ApiSpec(26, "EndTxn", 0, 5, transactions.handle_end_txn, coordinator_write=True),
+        ApiSpec(27, "WriteTxnMarkers", 1, 2, txn_markers.handle_write_txn_markers, coordinator_write=True),
         ApiSpec(28, "TxnOffsetCommit", 0, 5, transactions.handle_txn_offset_commit, coordinator_write=True),
         ApiSpec(65, "DescribeTransactions", 0, 0, transactions.handle_describe_transactions),
         # v2: the transactional id pattern (KIP-1152), matched over the whole id as Kafka's RE2J matches().
@@ -231,6 +233,9 @@ async def handle_request(broker: Broker, conn: Connection, data: bytes) -> list[
     except Exception as e:
         broker.metrics.protocol_errors += 1
         raise ProtocolViolation(f"cannot decode {spec.name} v{version} request: {e}") from None
+    if broker.cluster is not None and api_key > 1 and broker.cluster.topics.log.has_news():
+        # A cluster node answers from the topics every node agreed on (server/cluster/topics.py).
+        await broker.cluster.topics.catch_up(broker)
     try:
         result = await spec.handler(broker, conn, header, request)
     except (FrameError, ProtocolViolation):

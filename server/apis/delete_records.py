@@ -31,7 +31,7 @@ def _delete_partition(broker: Broker, topic: str, partition: int, offset: int) -
     lm = broker.log_manager
     lg = lm.get_log(topic, partition)
     if lg is None:
-        return errors.UNKNOWN_TOPIC_OR_PARTITION, -1
+        return broker.replica_manager.missing_log_error(topic, partition), -1
     if not lg.config.delete:
         log.info("DeleteRecords on %s-%d refused: cleanup.policy=%s has no delete", topic, partition, lg.config.cleanup_policy)
         return errors.POLICY_VIOLATION, -1

@@ -111,7 +111,7 @@ def _read_all(broker: Broker, ctx: FetchContext, uses_ids: bool, read_committed:
             continue
         lg = logs.get((name, index))
         if lg is None:
-            refused.append((cp, FetchPartition(index, errors.UNKNOWN_TOPIC_OR_PARTITION)))
+            refused.append((cp, FetchPartition(index, rm.missing_log_error(name, index))))
             continue
         if uses_ids and info is None:
             # The session's topic was deleted and another made under its name (ReplicaManager's topic id check).

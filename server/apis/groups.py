@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import ms
+from kafka_sidecar.protocol.topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 from ..groups.coordinator import GroupCoordinator, JoinRequest, RequestContext
 from ..security.acls import AclOperation, ResourceType
@@ -113,15 +114,27 @@ async def handle_find_coordinator(broker: Broker, conn: Connection, header: Requ
     else:
         host, port = broker.endpoint_for(getattr(conn, "listener", None))  # the client's listener, as Kafka
         node = {"node_id": broker.node_id, "host": host, "port": port}
+
+    def node_of(key: str) -> dict[str, Any]:
+        """The key's coordinator: this broker, or in a cluster the leader of its state partition."""
+        if broker.cluster is None or error:
+            return node
+        if key_type == GROUP_KEY_TYPE:
+            topic, partition = OFFSETS_TOPIC, _coordinator(broker).partition_for(key)
+        else:
+            topic, partition = TRANSACTION_STATE_TOPIC, broker.transaction_coordinator.partition_for(key)
+        return broker.cluster.node_endpoint(broker.cluster.placement.leader(topic, partition), getattr(conn, "listener", None))
+
     if version >= 4:
         return {
             "throttle_time": 0,
             "coordinators": [
                 {"key": k, **no_node, "error_code": denied[k], "error_message": ""} if k in denied
-                else {"key": k, **node, "error_code": error, "error_message": ""}
+                else {"key": k, **node_of(k), "error_code": error, "error_message": ""}
                 for k in keys
             ],
         }
+    node = node_of(keys[0])
     if keys[0] in denied:
         error, node = denied[keys[0]], no_node
     return {"throttle_time": 0, "error_code": error, "error_message": _ERROR_MESSAGES.get(error), **node}

@@ -60,7 +60,7 @@ def end_offset_for(lg: Log, partition: int, requested: int) -> dict[str, Any]:
 def offset_for_partition(broker: Broker, topic: str, partition: int, current_leader_epoch: int, requested: int) -> dict[str, Any]:
     lg = broker.log_manager.get_log(topic, partition)
     if lg is None:
-        return _result(partition, errors.UNKNOWN_TOPIC_OR_PARTITION)
+        return _result(partition, broker.replica_manager.missing_log_error(topic, partition))
     if current_leader_epoch != NO_PARTITION_LEADER_EPOCH:
         if current_leader_epoch < LEADER_EPOCH:
             return _result(partition, FENCED_LEADER_EPOCH)

@@ -110,7 +110,7 @@ async def handle_list_offsets(broker: Broker, conn: Connection, header: RequestH
                 continue
             lg = lm.get_log(t.name, p.partition_index)
             if lg is None:
-                parts.append(_error(p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                parts.append(_error(p.partition_index, broker.replica_manager.missing_log_error(t.name, p.partition_index)))
             else:
                 parts.append(offset_for(lg, p.partition_index, p.timestamp, isolation))
         topics.append({"name": t.name, "partitions": parts})

@@ -26,6 +26,8 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 def topic_metadata(broker: Broker, info: TopicInfo) -> dict[str, Any]:
     node = broker.node_id
+    # A cluster node (serve --processes N) names each partition's leader by the static placement.
+    leader = broker.cluster.placement.leader if broker.cluster is not None else None
     return {
         "error_code": errors.NONE,
         "name": info.name,
@@ -35,10 +37,10 @@ def topic_metadata(broker: Broker, info: TopicInfo) -> dict[str, Any]:
             {
                 "error_code": errors.NONE,
                 "partition_index": p,
-                "leader_id": node,
+                "leader_id": (n := node if leader is None else leader(info.name, p)),
                 "leader_epoch": 0,
-                "replica_nodes": [node],
-                "isr_nodes": [node],
+                "replica_nodes": [n],
+                "isr_nodes": [n],
                 "offline_replicas": [],
             }
             for p in range(info.partitions)
@@ -162,11 +164,17 @@ async def handle_metadata(broker: Broker, conn: Connection, header: RequestHeade
             cluster_operations = 0
     # Kafka answers with the advertised endpoint of the listener this client connected through.
     host, port = broker.endpoint_for(getattr(conn, "listener", None))
+    if broker.cluster is not None:  # every node of the cluster, as the layout advertises them
+        brokers = broker.cluster.brokers(getattr(conn, "listener", None))
+        controller = broker.cluster.controller_id
+    else:
+        brokers = [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}]
+        controller = broker.node_id
     return {
         "throttle_time": 0,
-        "brokers": [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],
+        "brokers": brokers,
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": controller,
         "topics": topics + unauthorized,
         "cluster_authorized_operations": cluster_operations,
         "error_code": errors.NONE,

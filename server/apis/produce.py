@@ -72,7 +72,7 @@ _RETRIABLE_VERIFICATION = {
 
 
 def verify_transactional_partition(broker: Broker, lg: Log, headers: list[BatchHeader], transactional_id: str | None,
-                                   version: int) -> tuple[int, str | None]:
+                                   version: int, verified: dict[tuple[str, int], int] | None = None) -> tuple[int, str | None]:
     """KIP-890 part 1 (``transaction.partition.verification.enable``, on by default): before the
     first transactional batch of a transaction is appended to a partition, ask the transaction
     coordinator whether the partition was added to it (ReplicaManager's verification, with
@@ -83,7 +83,10 @@ def verify_transactional_partition(broker: Broker, lg: Log, headers: list[BatchH
     h = next(h for h in headers if h.is_transactional)
     if lg.has_ongoing_transaction(h.producer_id):
         return errors.NONE, None  # already verified: the transaction is open here (Kafka's SENTINEL guard)
-    code = coordinator.verify_partition(transactional_id, h.producer_id, h.producer_epoch, lg.topic, lg.partition)
+    if verified is not None and (lg.topic, lg.partition) in verified:  # asked of the coordinator node (server/cluster/txn_verify.py)
+        code = verified[lg.topic, lg.partition]
+    else:
+        code = coordinator.verify_partition(transactional_id, h.producer_id, h.producer_epoch, lg.topic, lg.partition)
     if code == errors.NONE:
         return errors.NONE, None
     if code == errors.PRODUCER_FENCED:
@@ -99,7 +102,8 @@ def verify_transactional_partition(broker: Broker, lg: Log, headers: list[BatchH
 
 
 def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, version: int, client: str | None,
-                  flushes: list[tuple[asyncio.Future[None], dict[str, Any]]], transactional_id: str | None = None) -> dict[str, Any]:
+                  flushes: list[tuple[asyncio.Future[None], dict[str, Any]]], transactional_id: str | None = None,
+                  verified: dict[tuple[str, int], int] | None = None) -> dict[str, Any]:
     """Validate and append one partition's records, in Kafka's order: the request checks
     (ProduceRequest.validateRecords), the batch checks (size, CRC), the record checks
     (LogValidator), the segment size. Like Kafka, only record-validation errors carry an
@@ -153,7 +157,7 @@ def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, ve
                  topic, index, client, len(records), config.segment_bytes)
         return _partition_result(index, errors.RECORD_LIST_TOO_LARGE)
     if attributes & TRANSACTIONAL_MASK:
-        code, message = verify_transactional_partition(broker, lg, headers, transactional_id, version)
+        code, message = verify_transactional_partition(broker, lg, headers, transactional_id, version, verified)
         if code != errors.NONE:
             log.info("rejected transactional produce to %s-%d from %s (transactional id %r): error %d", topic, index, client, transactional_id, code)
             return _partition_result(index, code, message)
@@ -219,6 +223,13 @@ async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader
     acks_valid = acks in (0, 1, -1)
     version, client_id = header.api_version, header.client_id
     transactional_id = getattr(request, "transactional_id", None)
+    verified = None
+    if broker.cluster is not None and transactional_id is not None and has_transactional_records(request):
+        from ..cluster.txn_verify import (
+            verify_elsewhere,  # a coordinator on another node of the cluster
+        )
+
+        verified = await verify_elsewhere(broker, request, names, transactional_id)
     for t, name in zip(request.topic_data, names, strict=True):
         topic_id = getattr(t, "topic_id", None)
         key = (name, topic_id)
@@ -242,9 +253,9 @@ async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader
             lg = lm.get_log(name, p.index)
             if lg is None:
                 log.info("rejected produce to %s-%d from %s: unknown topic or partition", name, p.index, client_id)
-                results.append(_partition_result(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                results.append(_partition_result(p.index, broker.replica_manager.missing_log_error(name, p.index)))
                 continue
-            results.append(append_to_log(broker, lg, p.index, p.records, version, client_id, flushes, transactional_id))
+            results.append(append_to_log(broker, lg, p.index, p.records, version, client_id, flushes, transactional_id, verified))
     throttle = 0
     if started:
         # KafkaApis: the request's bytes against producer_byte_rate, its handler time against

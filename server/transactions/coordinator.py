@@ -330,7 +330,16 @@ class TransactionCoordinator:
         return errors.NONE
 
     def _complete(self, m: TransactionMetadata, commit: bool) -> None:
-        self._write_markers(m, commit)
+        remote = self._write_markers(m, commit)
+        if remote:
+            # Partitions led by other nodes of the cluster: their markers go there by WriteTxnMarkers
+            # (server/cluster/txn_markers.py); the transaction completes once every one is written.
+            self.broker.cluster.markers.send(m, commit, remote, self._finish)
+            return
+        self._finish(m, commit)
+
+    def _finish(self, m: TransactionMetadata, commit: bool) -> None:
+        """Every marker written: persist CompleteCommit/CompleteAbort."""
         done = m.copy()
         done.state = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
         done.topic_partitions = set()  # Kafka's prepareComplete: the partitions are done with
@@ -343,11 +352,17 @@ class TransactionCoordinator:
             log.debug("%s transaction %s (producer id %d epoch %d, %d partitions)", "committed" if commit else "aborted",
                      m.transactional_id, m.producer_id, m.producer_epoch, len(m.topic_partitions))
 
-    def _write_markers(self, m: TransactionMetadata, commit: bool) -> None:
+    def _write_markers(self, m: TransactionMetadata, commit: bool) -> list[tuple[str, int]]:
+        """Write the markers of the partitions this broker leads; returns those another node of
+        the cluster leads (their markers are sent there)."""
         writer = self.broker.replica_manager
         offsets_partitions: list[int] = []
+        remote: list[tuple[str, int]] = []
         for topic, partition in sorted(m.topic_partitions):
             lg = writer.get_log(topic, partition)
+            if lg is None and writer.missing_log_error(topic, partition) == errors.NOT_LEADER_OR_FOLLOWER:
+                remote.append((topic, partition))
+                continue
             if lg is None:
                 log.info("no marker for %s-%d of transaction %s: the partition is gone", topic, partition, m.transactional_id)
                 continue
@@ -362,6 +377,7 @@ class TransactionCoordinator:
         gc = self.broker.group_coordinator
         for partition in offsets_partitions:
             gc.complete_transaction(m.producer_id, commit, partition)
+        return remote
 
     # ---- timeouts and expiration -----------------------------------------------------------
 
