@@ -26,6 +26,7 @@ from kafka_sidecar.storage.producer_id_manager import ProducerIdManager
 from .config import BrokerConfig
 from .connection import Connection, admit
 from .coordinator.clock import SYSTEM_CLOCK, Clock
+from .coordinator.runtime import CoordinatorRuntime
 from .fetch_session import FetchManager, FetchSessionCache
 from .group_configs import group_config_manager
 from .groups.coordinator import GroupCoordinator
@@ -113,6 +114,8 @@ class Broker:
         self.fetch_manager = FetchManager(FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots")))
         # The time the coordinators read and their timers run on (a ManualClock in tests).
         self.clock: Clock = SYSTEM_CLOCK
+        # The coordinators' writes, replays, durability and timers (server/coordinator/runtime.py).
+        self.coordinator_runtime = CoordinatorRuntime(self.replica_manager, self.clock)
         # Consumer groups and committed offsets (server/groups), stored in __consumer_offsets.
         self.group_coordinator = GroupCoordinator(self)
         # Transactions (server/transactions), stored in __transaction_state.
@@ -255,6 +258,7 @@ class Broker:
                 pass
         if self.cluster is not None:  # markers still being sent are written again at the next start (Prepare*)
             await self.cluster.close()
+        await self.coordinator_runtime.shutdown()  # flushes of writes timers made
         await self.replica_manager.shutdown()
         self.group_coordinator.shutdown()
         self.transaction_coordinator.shutdown()

@@ -6,6 +6,7 @@ which requests are accepted: only what is implemented is listed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -54,6 +55,7 @@ from .apis import (
     transactions,
     txn_markers,
 )
+from .coordinator.runtime import coordinator_runtime
 from .error_response import error_response
 from .features import feature_control
 from .quotas.manager import SELF_RECORDED_APIS
@@ -236,8 +238,12 @@ async def handle_request(broker: Broker, conn: Connection, data: bytes) -> list[
     if broker.cluster is not None and api_key > 1 and broker.cluster.topics.log.has_news():
         # A cluster node answers from the topics every node agreed on (server/cluster/topics.py).
         await broker.cluster.topics.catch_up(broker)
+    # A coordinator request is answered once the coordinator partitions it wrote to (or read) are
+    # as durable as the flush policy asks (server/coordinator/runtime.py): a scope collects them.
+    scope = coordinator_runtime(broker).scope() if spec.coordinator_write else contextlib.nullcontext()
     try:
-        result = await spec.handler(broker, conn, header, request)
+        with scope as write_scope:
+            result = await spec.handler(broker, conn, header, request)
     except (FrameError, ProtocolViolation):
         raise
     except Exception:  # Kafka's requestHelper.handleError: the request's error response, never a close
@@ -246,8 +252,8 @@ async def handle_request(broker: Broker, conn: Connection, data: bytes) -> list[
     # request_percentage for every API (server/quotas): one attribute test while none is set.
     if broker.client_quotas.request.enabled and api_key not in SELF_RECORDED_APIS:
         broker.client_quotas.throttle_request(conn, header.client_id, result, time.perf_counter() - started)
-    if spec.coordinator_write:
-        await broker.replica_manager.await_pending_flushes()
+    if write_scope is not None:
+        await coordinator_runtime(broker).await_durable(write_scope)
     # Metrics (server/metrics.py): a histogram bucket, a sum, and the response's error codes.
     broker.metrics.observe_request(spec.name, time.perf_counter() - started, result)
     if result is None:

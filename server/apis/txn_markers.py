@@ -7,7 +7,7 @@ Kafka. Per partition: no log here is UNKNOWN_TOPIC_OR_PARTITION (Kafka looks up 
 partitions), the marker's checks are the log's (an older producer epoch INVALID_PRODUCER_EPOCH,
 an older coordinator epoch TRANSACTION_COORDINATOR_FENCED); markers written to
 ``__consumer_offsets`` publish or drop the producer's pending offset commits, as Kafka's
-onTransactionCompleted. The answer waits for the flushes the markers started (coordinator_write).
+onTransactionCompleted. The answer waits for the flushes of the markers (coordinator_write: the runtime's write scope).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.topic import OFFSETS_TOPIC
 
+from ..coordinator.runtime import coordinator_runtime
 from ..replica_manager import append_error_code
 from ..security.acls import AclOperation
 from ..security.authorizer import CLUSTER_AUTHORIZATION_FAILED
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 def _marker_result(marker: Any, code: int | None, broker: Broker) -> dict[str, Any]:
     """One marker's answer: every partition written (``code`` None) or all failed with ``code``."""
     rm = broker.replica_manager
+    runtime = coordinator_runtime(broker)
     commit = bool(marker.transaction_result)
     topics = []
     offsets_partitions = []
@@ -47,6 +49,7 @@ def _marker_result(marker: Any, code: int | None, broker: Broker) -> dict[str, A
                 else:
                     try:
                         rm.append_transaction_marker(lg, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch, commit)
+                        runtime.touch(t.name, p)  # the answer waits for the marker's flush, if the policy asks one
                         error = errors.NONE
                         if t.name == OFFSETS_TOPIC:
                             offsets_partitions.append(p)

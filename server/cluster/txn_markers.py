@@ -13,6 +13,7 @@ producer CONCURRENT_TRANSACTIONS, as Kafka does while markers are pending.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections import defaultdict
 from collections.abc import Callable
@@ -42,7 +43,8 @@ class TxnMarkerSender:
     def send(self, m: TransactionMetadata, commit: bool, partitions: list[tuple[str, int]],
              done: Callable[[TransactionMetadata, bool], None]) -> None:
         """Write ``m``'s markers on the nodes leading ``partitions``, then call ``done(m, commit)``."""
-        task = asyncio.get_running_loop().create_task(self._send(m, commit, partitions, done))
+        # A context of its own: not the ending request's write scope, long answered when this is done.
+        task = asyncio.get_running_loop().create_task(self._send(m, commit, partitions, done), context=contextvars.Context())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
