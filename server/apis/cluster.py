@@ -74,8 +74,10 @@ async def handle_describe_cluster(broker: Broker, conn: Connection, header: Requ
         "error_message": None,
         "endpoint_type": ENDPOINT_BROKER,
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": host, "port": port, "rack": None, "is_fenced": False}],
+        "controller_id": broker.node_id if broker.cluster is None else broker.cluster.controller_id,
+        "brokers": [{"broker_id": broker.node_id, "host": host, "port": port, "rack": None, "is_fenced": False}] if broker.cluster is None
+        else [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": None, "is_fenced": False}
+              for b in broker.cluster.brokers(getattr(conn, "listener", None))],
         "cluster_authorized_operations": operations,
     }
 
@@ -83,8 +85,9 @@ async def handle_describe_cluster(broker: Broker, conn: Connection, header: Requ
 # ---- DescribeTopicPartitions (75) -----------------------------------------------------------
 
 
-def _partition(broker: Broker, index: int) -> dict[str, Any]:
-    node = broker.node_id
+def _partition(broker: Broker, index: int, topic: str) -> dict[str, Any]:
+    # A cluster node (serve --processes N) names the leader by the static placement.
+    node = broker.node_id if broker.cluster is None else broker.cluster.placement.leader(topic, index)
     return {
         "error_code": errors.NONE,
         "partition_index": index,
@@ -154,7 +157,7 @@ async def handle_describe_topic_partitions(broker: Broker, conn: Connection, hea
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         upper = min(info.partitions, start + remaining)
-        partitions = [_partition(broker, p) for p in range(start, upper)]
+        partitions = [_partition(broker, p, name) for p in range(start, upper)]
         topics.append({
             "error_code": errors.NONE, "name": name, "topic_id": info.topic_id, "is_internal": name in INTERNAL_TOPICS,
             "partitions": partitions, "topic_authorized_operations": az.authorized_operations(conn, ResourceType.TOPIC, name),

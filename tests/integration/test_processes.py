@@ -9,7 +9,9 @@ SIGTERM stopping the whole cluster cleanly.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -19,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conformance.wire import Wire, batch
-from tests.support import SidecarProcess, sidecar_command
+from tests.support import SidecarProcess, kafka_bin, kafka_tool_missing, sidecar_command
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
@@ -170,6 +172,36 @@ def test_consumer_group_across_nodes(cluster: SidecarProcess, protocol: str) -> 
     finally:
         consumer.close()
     assert sum(tp.offset for tp in committed) == 100
+
+
+def _kafka_tool(script: str, *args: str, tmp: Path) -> str:
+    env = {**{k: v for k, v in os.environ.items() if k not in ("KAFKA_OPTS", "JMX_PORT")},
+           "KAFKA_HEAP_OPTS": "-Xmx256m", "LOG_DIR": str(tmp), "INCLUDE_TEST_JARS": "true"}
+    done = subprocess.run([str(kafka_bin(script)), *args], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, f"{script} {args}: {done.stdout[-2000:]} {done.stderr[-2000:]}"
+    return done.stdout
+
+
+@pytest.mark.skipif(kafka_tool_missing("kafka-topics.sh") is not None, reason=str(kafka_tool_missing("kafka-topics.sh")))
+def test_kafka_tools_describe_and_delete_records(cluster: SidecarProcess, tmp_path: Path) -> None:
+    """Kafka's own tools, unchanged: kafka-topics.sh creates through node 2 and describes each
+    partition's leader (DescribeTopicPartitions) as Metadata does; kafka-delete-records.sh
+    deletes on both nodes (the admin client sends each partition to its leader)."""
+    _create(cluster, 2, "tools", 4)
+    leaders, _ = _leaders(_bootstrap(cluster, 1), "tools")
+    described = _kafka_tool("kafka-topics.sh", "--bootstrap-server", _bootstrap(cluster, 2), "--describe", "--topic", "tools", tmp=tmp_path)
+    found = {int(p): int(lead) for p, lead in re.findall(r"Partition: (\d+)\s+Leader: (\d+)", described)}
+    assert found == leaders, described
+    _produce(_bootstrap(cluster, 1), "tools", 4, 40)
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(json.dumps({"version": 1, "partitions": [{"topic": "tools", "partition": p, "offset": 4} for p in range(4)]}))
+    out = _kafka_tool("kafka-delete-records.sh", "--bootstrap-server", _bootstrap(cluster, 1), "--offset-json-file", str(offsets), tmp=tmp_path)
+    assert out.count("low_watermark: 4") == 4, out
+    for p, leader in leaders.items():
+        with Wire(_bootstrap(cluster, leader)) as w:
+            lo = w.call(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": "tools", "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -2}]}]})
+        assert lo["topics"][0]["partitions"][0]["offset"] == 4
 
 
 @pytest.mark.parametrize("txn_id", ["txn-a", "txn-b"])
