@@ -6,8 +6,6 @@ delivery counts."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 from ..http import HttpResponse
 from ..security.acls import AclOperation, ResourceType
 from ..share.partition import RecordState
@@ -61,8 +59,7 @@ def _share_state(ctx: Context, group_id: str) -> Html:
         sp = b.share_coordinator.share_partitions.get(key)
         if sp is None or topic not in allowed:
             continue
-        states = Counter(r.state for r in sp.records.values())
-        deliveries = Counter(r.delivery_count for r in sp.records.values())
+        states, deliveries = sp.counts()
         rows.append([topic, partition, sp.start_offset if sp.initialized else "-", sp.next_fetch_offset_new if sp.initialized else "-",
                      sp.in_flight_count() if sp.initialized else 0, states[RecordState.ACQUIRED], states[RecordState.AVAILABLE],
                      states[RecordState.ACKNOWLEDGED], states[RecordState.ARCHIVED],

@@ -20,7 +20,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from .group import EMPTY, STABLE
-from .partition import AcknowledgeType, RecordState
+from .partition import AcknowledgeType
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -41,8 +41,8 @@ class ShareGroupStats:
         if len(ack_types) == 1:
             self.acknowledgements[names.get(ack_types[0], "Unknown")] += last - first + 1
         else:
-            for t in ack_types:
-                self.acknowledgements[names.get(t, "Unknown")] += 1
+            for t, n in Counter(ack_types).items():
+                self.acknowledgements[names.get(t, "Unknown")] += n
 
 
 class ShareGroupCollector:
@@ -75,10 +75,9 @@ class ShareGroupCollector:
             by_id = broker.metadata.topics_by_id
             for (group_id, topic_id, partition), sp in sorted(coordinator.share_partitions.items(), key=lambda kv: (kv[0][0], str(kv[0][1]), kv[0][2])):
                 info = by_id.get(topic_id)
-                acquired = sorted(o for o, r in sp.records.items() if r.state == RecordState.ACQUIRED)
-                runs = sum(1 for i, o in enumerate(acquired) if i == 0 or acquired[i - 1] + 1 != o)
+                acquired, runs = sp.acquired_count()
                 labels = [group_id, info.name if info is not None else str(topic_id), str(partition)]
-                messages.add_metric(labels, len(acquired))
+                messages.add_metric(labels, acquired)
                 batches.add_metric(labels, runs)
             for name in sorted(coordinator.stats.acknowledgements):
                 acks.add_metric([name], coordinator.stats.acknowledgements[name])

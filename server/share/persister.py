@@ -25,7 +25,7 @@ from kafka_sidecar.storage.log_config import validate_topic_configs
 from ..coordinator.runtime import coordinator_runtime
 from ..groups.store import append_error_to_response_error
 from ..transactions.records import replay_log
-from .partition import InFlightRecord, RecordState, SharePartition
+from .partition import RecordState, SharePartition
 from .records import (
     SHARE_GROUP_STATE_TOPIC,
     SHARE_SNAPSHOT_TYPE,
@@ -63,13 +63,33 @@ class _Written:
 
 @dataclass
 class ReplayedState:
-    """One share-partition's state as the replay leaves it (offset -> (state, delivery count))."""
+    """One share-partition's state as the replay leaves it: runs of (first offset, last offset,
+    state, delivery count), in offset order, not overlapping, none below the start offset."""
 
     start_offset: int
     snapshot_epoch: int
     create_timestamp: int
-    records: dict[int, tuple[int, int]] = field(default_factory=dict)
+    runs: list[tuple[int, int, int, int]] = field(default_factory=list)
     snapshot_offset: int = -1
+
+    def overlay(self, batches: list[StateBatch]) -> None:
+        """A record's state batches over what earlier records said (later wins per offset),
+        then everything below the start offset dropped."""
+        runs = self.runs
+        for b in batches:
+            kept: list[tuple[int, int, int, int]] = []
+            for r in runs:
+                if r[1] < b.first_offset or r[0] > b.last_offset:
+                    kept.append(r)
+                    continue
+                if r[0] < b.first_offset:
+                    kept.append((r[0], b.first_offset - 1, r[2], r[3]))
+                if r[1] > b.last_offset:
+                    kept.append((b.last_offset + 1, r[1], r[2], r[3]))
+            kept.append((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count))
+            runs = sorted(kept)
+        start = self.start_offset
+        self.runs = [r if r[0] >= start else (start, r[1], r[2], r[3]) for r in runs if r[1] >= start]
 
 
 def persisted_state(sp: SharePartition, *, as_written: bool = False) -> PersistedState:
@@ -77,23 +97,25 @@ def persisted_state(sp: SharePartition, *, as_written: bool = False) -> Persiste
     runs of never-delivered AVAILABLE records left out (they read as new after a restart).
     ``as_written``: as Kafka writes it, from the start offset before the change being written
     (with the finished records the in-memory start offset has moved over since)."""
-    start, records = sp.start_offset, sp.records
+    start, runs = sp.start_offset, sp.batches
     if as_written:
-        start, records = sp.write_start_offset, {**sp.done_since_write, **sp.records}
+        start, runs = sp.write_start_offset, sp.done_since_write + sp.batches
     batches: list[StateBatch] = []
-    for offset in sorted(o for o in records if o >= start):
-        rec = records[offset]
-        if rec.state == RecordState.ACQUIRED:
-            state, count = int(RecordState.AVAILABLE), rec.delivery_count - 1
+    for run in runs:
+        if run.last_offset < start:
+            continue
+        first = max(run.first_offset, start)
+        if run.state == RecordState.ACQUIRED:
+            state, count = int(RecordState.AVAILABLE), run.delivery_count - 1
         else:
-            state, count = int(rec.state), rec.delivery_count
+            state, count = int(run.state), run.delivery_count
         if state == RecordState.AVAILABLE and count == 0:
             continue
         last = batches[-1] if batches else None
-        if last is not None and last.last_offset + 1 == offset and (last.delivery_state, last.delivery_count) == (state, count):
-            batches[-1] = StateBatch(last.first_offset, offset, state, count)
+        if last is not None and last.last_offset + 1 == first and (last.delivery_state, last.delivery_count) == (state, count):
+            batches[-1] = StateBatch(last.first_offset, run.last_offset, state, count)
         else:
-            batches.append(StateBatch(offset, offset, state, count))
+            batches.append(StateBatch(first, run.last_offset, state, count))
     return start, tuple(batches)
 
 
@@ -189,7 +211,7 @@ class ShareStatePersister:
                                          last.snapshot_offset)
         # Kafka's cache moves after the write: the next write starts from here.
         sp.write_start_offset = sp.start_offset
-        sp.done_since_write.clear()
+        sp.done_since_write = []
         sp.archived_since_write = False
         return errors.NONE
 
@@ -253,10 +275,7 @@ class ShareStatePersister:
                     st.snapshot_offset = offset
             elif v.start_offset >= 0:
                 st.start_offset = v.start_offset
-            for b in v.state_batches:
-                for o in range(b.first_offset, b.last_offset + 1):
-                    st.records[o] = (b.delivery_state, b.delivery_count)
-            st.records = {o: r for o, r in st.records.items() if o >= st.start_offset}
+            st.overlay(v.state_batches)
             return True
 
         for p in range(info.partitions):
@@ -267,17 +286,12 @@ class ShareStatePersister:
 
     def restore(self, key: SharePartitionKey, st: ReplayedState, sp: SharePartition) -> None:
         """Fill ``sp`` (created at ``st.start_offset``) with the replayed records."""
-        if st.records:
-            end = max(st.records) + 1
-            for o in range(st.start_offset, end):
-                state, count = st.records.get(o, (int(RecordState.AVAILABLE), 0))
-                sp.records[o] = InFlightRecord(RecordState(state), count)
-            sp.next_fetch_offset_new = end
-        sp._advance_start_offset()
+        if st.runs:
+            sp.restore(st.start_offset, st.runs[-1][1] + 1, st.runs)
         self.written[key] = _Written(persisted_state(sp, as_written=True), st.snapshot_epoch, 0, st.create_timestamp,
                                      st.snapshot_offset)
         # Kafka's SharePartition.maybeInitialize moves its cached start offset over the leading
         # finished records it read: its next write starts from there.
         sp.write_start_offset = sp.start_offset
-        sp.done_since_write.clear()
+        sp.done_since_write = []
         sp.archived_since_write = False

@@ -61,7 +61,7 @@ def test_accept_advances_start_offset_and_release_redelivers() -> None:
     assert sp.start_offset == 2 and sp.next_fetch_offset() == 2
     assert sp.acquire("b", [(0, 4)], 10, 0) == [AcquiredRecords(2, 2, 2)]
     assert sp.acknowledge("b", 2, 2, [ACCEPT], 0) == 0
-    assert sp.start_offset == 5 and sp.records == {}
+    assert sp.start_offset == 5 and sp.batches == []
 
 
 def test_acknowledge_checks_owner_and_state_atomically() -> None:

@@ -31,7 +31,7 @@ def test_written_start_offset_is_the_one_before_the_change() -> None:
     assert sp.start_offset == 2
     assert persisted_state(sp, as_written=True) == (0, (StateBatch(0, 1, 2, 1), StateBatch(3, 3, 2, 1)))
     # After that write (the persister moves these), the next one starts from 2.
-    sp.write_start_offset, sp.done_since_write = sp.start_offset, {}
+    sp.write_start_offset, sp.done_since_write = sp.start_offset, []
     sp.acknowledge("m", 2, 2, [ACCEPT], now_ms=2)
     sp.acknowledge("m", 4, 4, [RELEASE], now_ms=2)
     assert sp.start_offset == 4
