@@ -40,7 +40,6 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.topic import INTERNAL_TOPICS
 from kafka_sidecar.storage.log_config import validate_topic_configs
 
 from ..apis.re2j import compile_re2j
@@ -167,11 +166,12 @@ class GroupCoordinator:
         )
 
     def _regex_topics(self, pattern: str) -> set[str]:
-        """The (non-internal) topics an RE2J regex subscription matches; ValueError if RE2J refuses it."""
+        """The topics an RE2J regex subscription matches, internal ones included (Kafka 4.3.1's
+        TopicRegexResolver matches every topic name of the metadata image); ValueError if RE2J refuses it."""
         compiled = self._regexes.get(pattern)
         if compiled is None:
             compiled = self._regexes[pattern] = compile_re2j(pattern)
-        return {t for t in self.broker.metadata.topics if t not in INTERNAL_TOPICS and compiled.fullmatch(t)}
+        return {t for t in self.broker.metadata.topics if compiled.fullmatch(t)}
 
     def _topics_version(self) -> int:
         """Grows whenever a topic was created since the last call (Kafka's lastMetadataImageWithNewTopics,
