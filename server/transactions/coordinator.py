@@ -36,7 +36,6 @@ from .records import (
     decode_key,
     decode_value,
     key_bytes,
-    replay_log,
     transaction_partition_for,
     value_bytes,
 )
@@ -110,7 +109,7 @@ class TransactionCoordinator:
                     self.transactions[tid] = decode_value(tid, value)
             return True
 
-        return sum(replay_log(lg, apply) for p in range(partitions) if (lg := lm.get_log(TRANSACTION_STATE_TOPIC, p)) is not None)
+        return self.runtime.load([lg for p in range(partitions) if (lg := lm.get_log(TRANSACTION_STATE_TOPIC, p)) is not None], apply)
 
     async def ensure_topic(self) -> None:
         """Create ``__transaction_state`` on first use, with Kafka's topic configs."""
