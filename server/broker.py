@@ -26,6 +26,7 @@ from kafka_sidecar.storage.producer_id_manager import ProducerIdManager
 from .config import BrokerConfig
 from .connection import Connection, admit
 from .coordinator.clock import SYSTEM_CLOCK, Clock
+from .coordinator.runtime import CoordinatorRuntime
 from .features import feature_control
 from .fetch_session import FetchManager, FetchSessionCache
 from .group_configs import group_config_manager
@@ -105,6 +106,8 @@ class Broker:
         self.fetch_manager = FetchManager(FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots")))
         # The time the coordinators read and their timers run on (a ManualClock in tests).
         self.clock: Clock = SYSTEM_CLOCK
+        # The coordinators' writes, replays, durability and timers (server/coordinator/runtime.py).
+        self.coordinator_runtime = CoordinatorRuntime(self.replica_manager, self.clock)
         # Consumer groups and committed offsets (server/groups), stored in __consumer_offsets.
         self.group_coordinator = GroupCoordinator(self)
         # Transactions (server/transactions), stored in __transaction_state.
@@ -229,7 +232,7 @@ class Broker:
             node_id=self.node_id, cluster_id=self.cluster_id, data_dir=self.data_dir, config=self.config,
             listeners=self.listeners, endpoint_for=self.endpoint_for, listeners_value=self.listeners_value,
             run_blocking=self.run_blocking, schedule_blocking=self.schedule_blocking,
-            metadata=self.metadata, log_manager=self.log_manager, replica_manager=self.replica_manager,
+            coordinator_runtime=self.coordinator_runtime, metadata=self.metadata, log_manager=self.log_manager, replica_manager=self.replica_manager,
             fetch_manager=self.fetch_manager, producer_ids=self.producer_ids, dynamic_config=self.dynamic_config,
             group_coordinator=self.group_coordinator, transaction_coordinator=self.transaction_coordinator,
             share_coordinator=self.share_coordinator, authorizer=self.authorizer, scram_store=self.scram_store,
@@ -253,6 +256,7 @@ class Broker:
                 await t
             except (asyncio.CancelledError, Exception):
                 pass
+        await self.coordinator_runtime.shutdown()  # flushes of writes timers made
         await self.replica_manager.shutdown()
         self.group_coordinator.shutdown()
         self.transaction_coordinator.shutdown()

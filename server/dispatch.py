@@ -6,6 +6,7 @@ which requests are accepted: only what is implemented is listed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -232,8 +233,12 @@ async def handle_request(services: BrokerServices, client: ClientInfo, data: byt
     except Exception as e:
         services.metrics.protocol_errors += 1
         raise ProtocolViolation(f"cannot decode {spec.name} v{version} request: {e}") from None
+    # A coordinator request is answered once the coordinator partitions it wrote to (or read) are
+    # as durable as the flush policy asks (server/coordinator/runtime.py): a scope collects them.
+    scope = services.coordinator_runtime.scope() if spec.coordinator_write else contextlib.nullcontext()
     try:
-        result = await spec.handler(services, RequestContext(header, client, len(data)), request)
+        with scope as write_scope:
+            result = await spec.handler(services, RequestContext(header, client, len(data)), request)
     except (FrameError, ProtocolViolation):
         raise
     except Exception:  # Kafka's requestHelper.handleError: the request's error response, never a close
@@ -246,8 +251,8 @@ async def handle_request(services: BrokerServices, client: ClientInfo, data: byt
     quotas = services.client_quotas
     if quotas.request.enabled and api_key not in SELF_RECORDED_APIS:
         throttle_ms = max(throttle_ms, quotas.throttle_request(client.principal, header.client_id, result, time.perf_counter() - started))
-    if spec.coordinator_write:
-        await services.replica_manager.await_pending_flushes()
+    if write_scope is not None:
+        await services.coordinator_runtime.await_durable(write_scope)
     # Metrics (server/metrics.py): a histogram bucket, a sum, and the response's error codes.
     services.metrics.observe_request(spec.name, time.perf_counter() - started, result)
     if result is None:

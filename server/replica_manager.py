@@ -10,9 +10,9 @@ One durability rule, whoever writes: an append that reaches the log's flush poli
 (``flush.messages``) starts an fsync on the storage thread, never on the event loop, and the
 answer to that write is sent only once the fsync is done. A produce awaits the flushes of the
 partitions it wrote (a failed fsync fails those partitions with KAFKA_STORAGE_ERROR); a
-coordinator request awaits every flush in flight when its answer is ready
-(``await_pending_flushes``, called by the dispatcher), which covers the coordinator writes
-that request caused or depends on. Flushes of one log run one after another.
+coordinator request awaits the flushes in flight of the coordinator partitions it wrote to or
+read from (``pending_flush``, through server/coordinator/runtime.py), not those of unrelated
+partitions. Flushes of one log run one after another.
 
 After every append the partition's waiting fetches are woken (``DelayedFetchPurgatory``),
 and client appends are counted in the metrics, here and nowhere else.
@@ -70,6 +70,8 @@ class PartitionWriter(Protocol):
     def append_batch(self, topic: str, partition: int, batch: bytearray) -> AppendInfo: ...
 
     def append_transaction_marker(self, lg: Log, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool) -> int: ...
+
+    def pending_flush(self, topic: str, partition: int) -> asyncio.Future[None] | None: ...
 
 
 def append_error_code(e: Exception) -> int:
@@ -165,6 +167,10 @@ class ReplicaManager:
             del self._flushing[key]
         if not fut.cancelled() and fut.exception() is not None:
             log.warning("flush of %s-%d failed: %s", key[0], key[1], fut.exception())
+
+    def pending_flush(self, topic: str, partition: int) -> asyncio.Future[None] | None:
+        """The newest flush in flight of the partition (it covers every append before it), or None."""
+        return self._flushing.get((topic, partition))
 
     async def await_pending_flushes(self) -> None:
         """Wait for every flush in flight now (the durability barrier of coordinator answers)."""

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from kafka_sidecar.storage.topic_registry import TopicRegistry
 
     from .config import BrokerConfig
+    from .coordinator.runtime import CoordinatorRuntime
     from .features import FeatureControl
     from .fetch_session import FetchManager
     from .group_configs import GroupConfigManager
@@ -49,6 +50,8 @@ class BrokerServices:
     # The storage thread: blocking work (fsync, files) awaited, or fired and forgotten.
     run_blocking: Callable[..., Awaitable[Any]]
     schedule_blocking: Callable[..., None]
+    # The coordinators' writes and their durability (a coordinator API's answer waits for it).
+    coordinator_runtime: CoordinatorRuntime
     # Partitions and topics.
     metadata: TopicRegistry
     log_manager: LogManager

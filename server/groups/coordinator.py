@@ -10,8 +10,9 @@ This broker is the coordinator of every group. Group metadata and offsets are
 written as records to the compacted internal topic ``__consumer_offsets``
 (partition ``abs(groupId.hashCode()) % offsets.topic.num.partitions``) before
 a request is answered, and replayed from it at start-up, so a restart keeps
-every group and committed offset. Everything runs on the event loop; timers are
-``loop.call_later`` handles keyed like Kafka's timer keys.
+every group and committed offset. Everything runs on the event loop; writes go through the
+coordinator runtime (server/coordinator/runtime.py) and timers run on its clock, keyed like
+Kafka's timer keys.
 
 Transactional offsets (TxnOffsetCommit) are written as transactional records of the
 producer and kept pending per producer id until the transaction coordinator writes the
@@ -39,10 +40,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.topic import INTERNAL_TOPICS
 from kafka_sidecar.storage.log_config import validate_topic_configs
 
 from ..apis.re2j import compile_re2j
+from ..coordinator.runtime import coordinator_runtime
 from ..group_configs import group_config
 from .assignors import ASSIGNORS
 from .classic_members import ClassicMembers
@@ -124,8 +125,9 @@ class GroupCoordinator:
         self.segment_bytes: int = cfg.get("offsets.topic.segment.bytes")
         self.retention_check_interval_ms: int = cfg.get("offsets.retention.check.interval.ms")
         self.store = GroupStore(self.configured_partitions)
-        self.timer = Timer(broker.clock)
-        self.writer = GroupRecordWriter(broker.replica_manager, self.store, cfg.get("offsets.topic.compression.codec"), self.replay)
+        self.runtime = coordinator_runtime(broker)
+        self.timer = Timer(self.runtime.clock, self.runtime)
+        self.writer = GroupRecordWriter(self.runtime, self.store, cfg.get("offsets.topic.compression.codec"), self.replay)
         self.rebalance = Rebalancer(self.store, self.writer, self.timer, cfg.get("group.initial.rebalance.delay.ms"))
         self.group_manager = GroupMetadataManager(
             self.store, self.writer, self.timer, self.rebalance, cfg.get("group.min.session.timeout.ms"),
@@ -164,11 +166,12 @@ class GroupCoordinator:
         )
 
     def _regex_topics(self, pattern: str) -> set[str]:
-        """The (non-internal) topics an RE2J regex subscription matches; ValueError if RE2J refuses it."""
+        """The topics an RE2J regex subscription matches, internal ones included (Kafka 4.3.1's
+        TopicRegexResolver matches every topic name of the metadata image); ValueError if RE2J refuses it."""
         compiled = self._regexes.get(pattern)
         if compiled is None:
             compiled = self._regexes[pattern] = compile_re2j(pattern)
-        return {t for t in self.broker.metadata.topics if t not in INTERNAL_TOPICS and compiled.fullmatch(t)}
+        return {t for t in self.broker.metadata.topics if compiled.fullmatch(t)}
 
     def _topics_version(self) -> int:
         """Grows whenever a topic was created since the last call (Kafka's lastMetadataImageWithNewTopics,
@@ -279,6 +282,7 @@ class GroupCoordinator:
     # ---- the classic group protocol (GroupMetadataManager) ----------------------------------
 
     def join_group(self, ctx: RequestContext, req: JoinRequest) -> asyncio.Future[Response]:
+        self.writer.touch(req.group_id)  # a join completed by another member's write waits for it too
         consumer = self.consumer_manager.groups.get(req.group_id) if self.active else None
         if consumer is not None:
             if consumer.members:
@@ -299,6 +303,7 @@ class GroupCoordinator:
         return self.active and bool(group_id) and self.consumer_manager.is_consumer_group(group_id)
 
     def sync_group(self, ctx: RequestContext, group_id: str, generation_id: int, member_id: str, instance_id: str | None, protocol_type: str | None, protocol_name: str | None, assignments: list[tuple[str, bytes]]) -> asyncio.Future[Response]:
+        self.writer.touch(group_id)
         if self._classic_member_of_consumer_group(group_id) and not (ctx.api_version >= 5 and (protocol_type is None or protocol_name is None)):
             fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
             fut.set_result(self.classic_members.sync(group_id, generation_id, member_id, instance_id, protocol_type, protocol_name))
@@ -312,6 +317,7 @@ class GroupCoordinator:
 
     def leave_group(self, group_id: str, members: list[tuple[str, str | None, str | None]]) -> tuple[int, list[Response]]:
         """(top-level error, per-member responses) for [(member id, group instance id, reason)]."""
+        self.writer.touch(group_id)
         if self._classic_member_of_consumer_group(group_id):
             return self.classic_members.leave(group_id, members)
         return self.group_manager.leave_group(group_id, members)
@@ -372,6 +378,7 @@ class GroupCoordinator:
     # ---- consumer groups, KIP-848 (ConsumerGroupManager) ------------------------------------
 
     def consumer_group_heartbeat(self, ctx: RequestContext, req: HeartbeatRequest) -> Response:
+        self.writer.touch(req.group_id)
         return self.consumer_manager.heartbeat(ctx, req)
 
     def consumer_group_describe(self, group_ids: list[str]) -> list[Response]:
@@ -381,6 +388,7 @@ class GroupCoordinator:
 
     def streams_group_heartbeat(self, ctx: RequestContext, req: StreamsHeartbeat) -> tuple[Response, list]:
         # streams_error: every field of the answer (a dict without "status" did not encode: found by fuzzing).
+        self.writer.touch(req.group_id)
         if not self.active:
             return streams_error(errors.COORDINATOR_NOT_AVAILABLE, None), []
         if self.consumer_manager.is_consumer_group(req.group_id):

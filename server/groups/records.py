@@ -28,11 +28,12 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from kafka_sidecar.protocol import compression
 from kafka_sidecar.protocol.record_batch import CONTROL_MASK
-from kafka_sidecar.protocol.records import decode_records, encode_columns, iter_batches
+from kafka_sidecar.protocol.records import decode_records, iter_batches
 from kafka_sidecar.protocol.topic import OFFSETS_TOPIC  # noqa: F401 (re-exported: the group modules import it from here)
 from kafka_sidecar.protocol.varint import VarintError, read_uvarint
+
+from ..coordinator.batches import build_batch  # noqa: F401 (re-exported: tests and the share persister import it from here)
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -322,23 +323,6 @@ def consumer_protocol_topics(metadata: bytes) -> set[str]:
 
 
 # ------------------------------------------------------------------- batches
-
-
-def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, codec: int = compression.NONE) -> bytes:
-    """One RecordBatch v2 holding ``records`` (key, value-or-None), offsets from 0, every
-    record and the batch stamped ``timestamp_ms``, base sequence 0 (as Kafka's coordinator)."""
-    n = len(records)
-    return encode_columns(
-        range(n),
-        [timestamp_ms] * n,
-        [key for key, _ in records],
-        [value for _, value in records],
-        [None] * n,
-        compression=codec,
-        base_sequence=0,
-        base_timestamp=timestamp_ms,
-        max_timestamp=timestamp_ms,
-    )
 
 
 def iter_records(data: bytes) -> Iterator[tuple[int, int, bytes | None, bytes | None]]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -103,10 +102,6 @@ class StreamsHeartbeat:
     user_endpoint: tuple[str, int] | None = None
     client_tags: tuple[tuple[str, str], ...] | None = None
     shutdown_application: bool = False
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def metadata_hash(topology: StreamsTopology, partitions_of: PartitionCount) -> int:
@@ -341,7 +336,7 @@ class StreamsGroupManager:
         for mid, t in new.items():
             if old.get(mid) != t:
                 records.append((streams_key(STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, mid), target_assignment_member_value(t)))
-        records.append((streams_key(STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA, gid), target_assignment_metadata_value(epoch, _now_ms())))
+        records.append((streams_key(STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA, gid), target_assignment_metadata_value(epoch, self.timer.clock.now_ms())))
         return new
 
     def _delayed_assignment(self, gid: str) -> None:

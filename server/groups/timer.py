@@ -1,5 +1,6 @@
-"""Timer: keyed one-shot timers on the event loop (Kafka's CoordinatorTimer), and the keys the
-group coordinator schedules under (Kafka's classic-group timer keys)."""
+"""Timer: keyed one-shot timers on the coordinator runtime's clock (Kafka's CoordinatorTimer), and
+the keys the group coordinator schedules under (Kafka's classic-group timer keys). With a runtime,
+a callback runs in a write scope of its own: the writes it starts are tracked by the runtime."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..coordinator.clock import SYSTEM_CLOCK, Clock, TimerHandle
+from ..coordinator.runtime import CoordinatorRuntime
 
 # The group coordinator's modules log under one name, so its log lines read as before the split.
 log = logging.getLogger(__name__.rpartition(".")[0] + ".coordinator")
@@ -18,8 +20,9 @@ class Timer:
     """Keyed one-shot timers on ``clock`` (scheduling a key replaces its timer): the event loop's
     by default, a ManualClock's in tests."""
 
-    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK, runtime: CoordinatorRuntime | None = None) -> None:
         self.clock = clock
+        self.runtime = runtime
         self._handles: dict[tuple[Any, ...], TimerHandle] = {}
 
     def schedule(self, key: tuple[Any, ...], delay_ms: int, fn: Callable[[], None]) -> None:
@@ -28,6 +31,9 @@ class Timer:
 
     def _run(self, key: tuple[Any, ...], fn: Callable[[], None]) -> None:
         self._handles.pop(key, None)
+        if self.runtime is not None:
+            self.runtime.run_in_scope(fn, f"group coordinator timer {key}")
+            return
         try:
             fn()
         except Exception:

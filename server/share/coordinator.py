@@ -18,11 +18,13 @@ assignments are batched by ``share.assignment.interval.ms``. The start offset is
 
 from __future__ import annotations
 
+import copy
 import logging
-import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..coordinator.runtime import coordinator_runtime
 from ..group_configs import group_config_manager
 from .group import SIMPLE_ASSIGNOR, ShareGroup, ShareGroupMember
 from .group_persistence import ShareGroupPersistence
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
     from ..broker import Broker
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -51,13 +55,10 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 UNINITIALIZED_START_OFFSET = -1
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class ShareCoordinator:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.runtime = coordinator_runtime(broker)  # appends, durability, clock (server/coordinator/runtime.py)
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
         self.sessions = ShareSessionCache()
@@ -140,13 +141,41 @@ class ShareCoordinator:
 
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
                   subscribed_topic_names: list[str] | None, client_id: str, client_host: str) -> dict[str, Any]:
-        """A heartbeat (``_heartbeat``), then what it changed written to __consumer_offsets."""
+        """A heartbeat (``_heartbeat``) on a working copy of the group; what it changed is written
+        to __consumer_offsets before the copy becomes the group (a failed append: the group as
+        it was, and the heartbeat answers the append's error)."""
+        error, response = self._change(group_id, lambda: self._heartbeat(
+            group_id, member_id, member_epoch, rack_id, subscribed_topic_names, client_id, client_host))
+        if error:
+            return {"throttle_time": 0, "error_code": error, "error_message": None, "member_id": None,
+                    "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
+        return response
+
+    def _change(self, group_id: str, op: Callable[[], T]) -> tuple[int, T | None]:
+        """Run ``op`` on a working copy of the group (a new group if there is none) and write the
+        records of what it changed; only once they are appended does the copy become the group
+        (as the records would replay it). A failed append leaves the group as it was: (the API's
+        error for the append, None); else (NONE, what ``op`` returned)."""
+        before = self.groups.get(group_id)
+        if before is not None:
+            self.groups[group_id] = copy.deepcopy(before)
         try:
-            return self._heartbeat(group_id, member_id, member_epoch, rack_id, subscribed_topic_names, client_id, client_host)
-        finally:
-            group = self.groups.get(group_id)
-            if group is not None:
-                self.group_records.sync(group)
+            result = op()
+            after = self.groups.get(group_id)
+            error = self.group_records.sync(after) if after is not None else NONE
+        except BaseException:
+            self._restore(group_id, before)
+            raise
+        if error:
+            self._restore(group_id, before)
+            return error, None
+        return NONE, result
+
+    def _restore(self, group_id: str, before: ShareGroup | None) -> None:
+        if before is None:
+            self.groups.pop(group_id, None)
+        else:
+            self.groups[group_id] = before
 
     def _heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
                    subscribed_topic_names: list[str] | None, client_id: str, client_host: str) -> dict[str, Any]:
@@ -164,10 +193,10 @@ class ShareCoordinator:
             return error(INVALID_REQUEST, f"MemberEpoch is {member_epoch}, but must be greater than or equal to -1.")
         if member_epoch == JOIN_EPOCH and not subscribed_topic_names:
             return error(INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
-        now = _now_ms()
+        now = self.runtime.clock.now_ms()
         group = self.groups.get(group_id)
         if group is not None:
-            self._expire_members(group, now)
+            self._expire_members_of(group, now)
         if member_epoch == LEAVE_EPOCH:
             if group is None or member_id not in group.members:
                 return error(UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
@@ -232,12 +261,23 @@ class ShareCoordinator:
             for p in range(info.partitions if info is not None else 0):
                 key = (group.group_id, info.topic_id, p)
                 if key not in self.share_partitions:
-                    sp = self.share_partitions[key] = self._new_partition(group.group_id, UNINITIALIZED_START_OFFSET)
-                    self.persister.write(key, sp, snapshot=True)
+                    sp = self._new_partition(group.group_id, UNINITIALIZED_START_OFFSET)
+                    if not self.persister.write(key, sp, snapshot=True):  # initialized once written
+                        self.share_partitions[key] = sp
 
-    def _expire_members(self, group: ShareGroup, now: int) -> None:
+    def _expire_members(self, group_id: str, now: int) -> None:
+        """Members whose session timed out leave the group, written as one change (a failed
+        append: they stay until the next try)."""
+        group = self.groups.get(group_id)
+        if group is not None and self._expired(group, now):
+            self._change(group_id, lambda: self._expire_members_of(self.groups[group_id], now))
+
+    def _expired(self, group: ShareGroup, now: int) -> list[str]:
         timeout = int(self.group_config(group.group_id, "share.session.timeout.ms"))
-        for mid in [m.member_id for m in group.members.values() if now - m.last_heartbeat_ms > timeout]:
+        return [m.member_id for m in group.members.values() if now - m.last_heartbeat_ms > timeout]
+
+    def _expire_members_of(self, group: ShareGroup, now: int) -> None:
+        for mid in self._expired(group, now):
             self._remove_member(group, mid)
 
     def _remove_member(self, group: ShareGroup, member_id: str) -> None:
@@ -247,9 +287,8 @@ class ShareCoordinator:
         first) or its connection closing releases them, else their acquisition locks expire."""
         del group.members[member_id]
         # The group epoch moves; the remaining members get the new target assignment at their
-        # next heartbeat (Kafka computes it there).
+        # next heartbeat (Kafka computes it there). The caller's change writes it.
         group.group_epoch += 1
-        self.group_records.sync(group)
 
     # ---- share-partitions ------------------------------------------------------------------
 
@@ -264,10 +303,12 @@ class ShareCoordinator:
         if sp is None:
             if lg is None:
                 return None
-            sp = self.share_partitions[key] = self._new_partition(group_id, UNINITIALIZED_START_OFFSET)
-            self.persister.write(key, sp, snapshot=True)  # Kafka's InitializeShareGroupState
+            sp = self._new_partition(group_id, UNINITIALIZED_START_OFFSET)
+            if self.persister.write(key, sp, snapshot=True):  # Kafka's InitializeShareGroupState
+                return None  # not written: not initialized, the next ShareFetch tries again
+            self.share_partitions[key] = sp
             if group_id in self.groups:
-                self.group_records.sync(self.groups[group_id])
+                self._change(group_id, lambda: None)
         self._apply_group_configs(group_id, sp)
         if not sp.initialized and lg is not None:
             sp.initialize(self._reset_offset(group_id, lg))
@@ -280,28 +321,40 @@ class ShareCoordinator:
         if strategy == "earliest":
             return lg.log_start_offset
         if strategy == "by_duration":
-            found = lg.fetch_offset_by_timestamp(_now_ms() - duration_ms)
+            found = lg.fetch_offset_by_timestamp(self.runtime.clock.now_ms() - duration_ms)
             if found is not None:
                 return found[1]
         return lg.high_watermark
 
-    def reset_share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> None:
-        """AlterShareGroupOffsets: the share-partition starts at ``start_offset`` with nothing in flight."""
-        group = self.groups.setdefault(group_id, ShareGroup(group_id))
+    def reset_share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> int:
+        """AlterShareGroupOffsets: the share-partition starts at ``start_offset`` with nothing in
+        flight. Its snapshot is written first: a failed append changes nothing (the error code)."""
         key = (group_id, topic_id, partition)
-        sp = self.share_partitions[key] = self._new_partition(group_id, start_offset)
-        self.loaded.discard(key)
-        self.persister.write(key, sp, snapshot=True)
-        self.group_records.sync(group)
+        sp = self._new_partition(group_id, start_offset)
+        error = self.persister.write(key, sp, snapshot=True)
+        if error:
+            return error
 
-    def delete_share_partitions(self, group_id: str, topic_id: uuid.UUID | None = None) -> None:
-        """DeleteShareGroupOffsets (one topic) or DeleteGroups (every topic): the state goes."""
+        def install() -> None:
+            self.groups.setdefault(group_id, ShareGroup(group_id))
+            self.share_partitions[key] = sp
+            self.loaded.discard(key)
+
+        error, _ = self._change(group_id, install)
+        return error
+
+    def delete_share_partitions(self, group_id: str, topic_id: uuid.UUID | None = None) -> int:
+        """DeleteShareGroupOffsets (one topic) or DeleteGroups (every topic): the state goes, each
+        share-partition once its tombstones are written (a failed append: it stays, the error)."""
         for key in [k for k in self.share_partitions if k[0] == group_id and (topic_id is None or k[1] == topic_id)]:
+            error = self.persister.delete(key)
+            if error:
+                return error
             del self.share_partitions[key]
             self.loaded.discard(key)
-            self.persister.delete(key)
         if topic_id is not None and group_id in self.groups:
-            self.group_records.sync(self.groups[group_id])
+            return self._change(group_id, lambda: None)[0]
+        return NONE
 
     # ---- ListGroups, DeleteGroups (through the group coordinator's facade) --------------------
 
@@ -312,10 +365,11 @@ class ShareCoordinator:
         """ListGroups rows of the share groups (group type and protocol type "share")."""
         if types_filter and "share" not in types_filter:
             return []
-        now = _now_ms()
+        now = self.runtime.clock.now_ms()
         rows = []
-        for group in self.groups.values():
-            self._expire_members(group, now)
+        for group_id in list(self.groups):
+            self._expire_members(group_id, now)
+            group = self.groups[group_id]
             if states_filter and group.state.lower() not in states_filter:
                 continue
             rows.append({"group_id": group.group_id, "protocol_type": "share", "group_state": group.state, "group_type": "share"})
@@ -327,16 +381,18 @@ class ShareCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return GROUP_ID_NOT_FOUND
-        self._expire_members(group, _now_ms())
+        self._expire_members(group_id, self.runtime.clock.now_ms())
+        group = self.groups[group_id]
         if group.members:
             return NON_EMPTY_GROUP
-        self.delete_share_partitions(group_id)
+        error = self.delete_share_partitions(group_id) or self.group_records.deleted(group_id)
+        if error:
+            return error
         del self.groups[group_id]
-        self.group_records.deleted(group_id)
         return NONE
 
     def expire_locks(self, now_ms: int | None = None) -> None:
-        now = _now_ms() if now_ms is None else now_ms
+        now = self.runtime.clock.now_ms() if now_ms is None else now_ms
         for key, sp in self.share_partitions.items():
             expired = sp.expire_locks(now)
             if expired:
@@ -353,7 +409,7 @@ class ShareCoordinator:
         sp = self.share_partition(group_id, topic_id, partition)
         if sp is None:
             return []
-        acquired = sp.acquire(member_id, batches, max_records, _now_ms(), record_limit=record_limit)
+        acquired = sp.acquire(member_id, batches, max_records, self.runtime.clock.now_ms(), record_limit=record_limit)
         self.persister.write((group_id, topic_id, partition), sp, states_only=True)
         return acquired
 
@@ -366,7 +422,7 @@ class ShareCoordinator:
         if sp is None or key not in self.loaded:
             return UNKNOWN_TOPIC_OR_PARTITION
         self._apply_group_configs(group_id, sp)
-        now = _now_ms()
+        now = self.runtime.clock.now_ms()
         # A record whose lock ran out is no longer the member's to acknowledge.
         self.stats.lock_timeouts += sp.expire_locks(now)
         try:
@@ -411,7 +467,8 @@ class ShareCoordinator:
             return {"error_code": GROUP_ID_NOT_FOUND, "error_message": f"Group {group_id} not found.", "group_id": group_id,
                     "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
                     "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
-        self._expire_members(group, _now_ms())
+        self._expire_members(group_id, self.runtime.clock.now_ms())
+        group = self.groups[group_id]
         by_id = self.broker.metadata.topics_by_id
         members = []
         for m in group.members.values():

@@ -6,12 +6,12 @@ group coordinator keeps share groups."""
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from typing import TYPE_CHECKING
 
 from kafka_sidecar.protocol import errors
 
+from ..groups.store import append_error_to_response_error
 from . import group_records as rec
 from .group import ShareGroup, ShareGroupMember
 
@@ -44,29 +44,39 @@ class ShareGroupPersistence:
         return rec.GroupView(group.group_epoch, group.assignment_epoch, group.last_assignment_ms, members,
                              tuple((t, by_id[t].name, tuple(sorted(ps))) for t, ps in sorted(initialized.items(), key=lambda kv: str(kv[0]))))
 
-    def sync(self, group: ShareGroup) -> None:
-        """Write what changed in ``group`` since it was last written (nothing if nothing did)."""
+    def sync(self, group: ShareGroup) -> int:
+        """Write what changed in ``group`` since it was last written (nothing if nothing did):
+        the API's error for a failed append (what was written is then unchanged), else NONE."""
         after = self.view(group)
         before = self.written.get(group.group_id)
         records = rec.diff_records(group.group_id, before, after)
-        if records and self._write(group.group_id, records):
+        if not records:
+            return errors.NONE
+        error = self._write(group.group_id, records)
+        if error == errors.NONE:
             self.written[group.group_id] = after
+        return error
 
-    def deleted(self, group_id: str) -> None:
-        """The group was deleted: its records are tombstoned."""
-        before = self.written.pop(group_id, None)
-        if before is not None:
-            self._write(group_id, rec.tombstones(group_id, before))
+    def deleted(self, group_id: str) -> int:
+        """The group is deleted: its records are tombstoned (forgotten once written)."""
+        before = self.written.get(group_id)
+        if before is None:
+            return errors.NONE
+        error = self._write(group_id, rec.tombstones(group_id, before))
+        if error == errors.NONE:
+            del self.written[group_id]
+        return error
 
-    def _write(self, group_id: str, records: list[rec.Record]) -> bool:
+    def _write(self, group_id: str, records: list[rec.Record]) -> int:
+        """Append to the group's __consumer_offsets partition through the coordinator runtime."""
         gc = getattr(self.coordinator.broker, "group_coordinator", None)
         if gc is None:
-            return False
+            return errors.NONE  # no group coordinator (unit tests): nothing is written
         error, _ = gc.writer.write(group_id, records)
         if error != errors.NONE:
             log.warning("cannot write the records of share group %s to __consumer_offsets: error %d", group_id, error)
-            return False
-        return True
+            return append_error_to_response_error(error)
+        return errors.NONE
 
     # ---- replay (the loader's, before serving) ---------------------------------------------------
 
@@ -123,7 +133,7 @@ class ShareGroupPersistence:
     def on_loaded(self) -> None:
         """After both replays: the groups as written; members' sessions start now (Kafka schedules
         every member's session timeout when it loads the group)."""
-        now = int(time.time() * 1000)
+        now = self.coordinator.runtime.clock.now_ms()
         for group in self.coordinator.groups.values():
             for m in group.members.values():
                 m.last_heartbeat_ms = now

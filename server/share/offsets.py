@@ -95,8 +95,8 @@ def alter_offsets(coordinator: ShareCoordinator, group_id: str, topics: list[tup
                 rows.append({"partition_index": p, "error_code": errors.UNKNOWN_TOPIC_OR_PARTITION,
                              "error_message": _UNKNOWN_PARTITION_MESSAGE if info else _unknown_topic(name)})
                 continue
-            coordinator.reset_share_partition(group_id, info.topic_id, p, offset)
-            rows.append({"partition_index": p, "error_code": errors.NONE, "error_message": None})
+            error = coordinator.reset_share_partition(group_id, info.topic_id, p, offset)
+            rows.append({"partition_index": p, "error_code": error, "error_message": None})
         responses.append({"topic_name": name, "topic_id": info.topic_id if info else None, "partitions": rows})
     return {"throttle_time": 0, "error_code": errors.NONE, "error_message": None, "responses": responses}
 
@@ -118,6 +118,6 @@ def delete_offsets(coordinator: ShareCoordinator, group_id: str, topic_names: li
             responses.append({"topic_name": name, "topic_id": None, "error_code": errors.UNKNOWN_TOPIC_OR_PARTITION,
                               "error_message": _unknown_topic(name)})
             continue
-        coordinator.delete_share_partitions(group_id, info.topic_id)
-        responses.append({"topic_name": name, "topic_id": info.topic_id, "error_code": errors.NONE, "error_message": None})
+        error = coordinator.delete_share_partitions(group_id, info.topic_id)
+        responses.append({"topic_name": name, "topic_id": info.topic_id, "error_code": error, "error_message": None})
     return {"throttle_time": 0, "error_code": errors.NONE, "error_message": None, "responses": responses}

@@ -15,14 +15,15 @@ tombstone deletes) into SharePartitions.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kafka_sidecar.protocol import errors
 from kafka_sidecar.storage.log_config import validate_topic_configs
 
-from ..groups.records import build_batch
+from ..coordinator.runtime import coordinator_runtime
+from ..groups.store import append_error_to_response_error
 from ..transactions.records import replay_log
 from .partition import InFlightRecord, RecordState, SharePartition
 from .records import (
@@ -114,6 +115,7 @@ def share_config(broker: Broker, name: str, default: int) -> int:
 class ShareStatePersister:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.runtime = coordinator_runtime(broker)
         self.written: dict[SharePartitionKey, _Written] = {}
 
     def _config(self, name: str, default: int) -> int:
@@ -152,41 +154,44 @@ class ShareStatePersister:
         return None if last is None else last.state
 
     def write(self, key: SharePartitionKey, sp: SharePartition, *, snapshot: bool = False,
-              states_only: bool = False) -> None:
+              states_only: bool = False) -> int:
         """Append the share-partition's state if it changed since the last write: a ShareUpdate,
         or a ShareSnapshot when asked, on the first write or after enough updates. With
         ``states_only`` a change of the start offset alone is not written (an acquisition, or the
-        start offset resolved at the first ShareFetch: Kafka writes neither)."""
+        start offset resolved at the first ShareFetch: Kafka writes neither). Returns the API's
+        error for a failed append (what was written, and ``sp``'s write marks, unchanged), else NONE."""
         last = self.written.get(key)
         if states_only and last is not None and not snapshot and not sp.archived_since_write:
             # Only acquisitions (never written) and start offset moves since the last write:
             # what a states-only write would find unchanged, without building the state.
-            return
+            return errors.NONE
         state = persisted_state(sp, as_written=True)
         if last is not None and not snapshot and (last.state == state or (states_only and _clip(last.state[1], state[0]) == state[1])):
-            return
-        now = int(time.time() * 1000)
+            return errors.NONE
+        now = self.runtime.clock.now_ms()
         per_snapshot = self._config("share.coordinator.snapshot.update.records.per.snapshot", 500)
         start, batches = state
         if last is None or snapshot or last.updates >= per_snapshot:
             epoch = 0 if last is None else last.snapshot_epoch + 1
             created = now if last is None else last.create_timestamp
             value = ShareStateValue(epoch, 0, start, list(batches), 0, created, now)
-            offset = self._append(key, [(share_key(SHARE_SNAPSHOT_TYPE, *key), snapshot_value(value))])
-            if offset < 0:
-                return
+            error, offset = self._append(key, [(share_key(SHARE_SNAPSHOT_TYPE, *key), snapshot_value(value))])
+            if error:
+                return error
             self.written[key] = _Written(state, epoch, 0, created, offset)
             self._prune(partition_for(*key, self.num_partitions))
         else:
             value = ShareStateValue(last.snapshot_epoch, 0, start, list(batches))
-            if self._append(key, [(share_key(SHARE_UPDATE_TYPE, *key), update_value(value))]) < 0:
-                return
+            error, _ = self._append(key, [(share_key(SHARE_UPDATE_TYPE, *key), update_value(value))])
+            if error:
+                return error
             self.written[key] = _Written(state, last.snapshot_epoch, last.updates + 1, last.create_timestamp,
                                          last.snapshot_offset)
         # Kafka's cache moves after the write: the next write starts from here.
         sp.write_start_offset = sp.start_offset
         sp.done_since_write.clear()
         sp.archived_since_write = False
+        return errors.NONE
 
     def _prune(self, partition: int) -> None:
         """Kafka's share coordinator prunes its state topic by offsets (cleanup.policy=delete,
@@ -200,25 +205,25 @@ class ShareStatePersister:
         if lg is not None and min(offsets) > lg.log_start_offset:
             self.broker.replica_manager.delete_records(SHARE_GROUP_STATE_TOPIC, partition, min(offsets))
 
-    def delete(self, key: SharePartitionKey) -> None:
-        """Tombstones for both record keys of the share-partition (group or offsets deleted)."""
-        if self.written.pop(key, None) is None:
-            return
-        self._append(key, [(share_key(SHARE_SNAPSHOT_TYPE, *key), None), (share_key(SHARE_UPDATE_TYPE, *key), None)])
+    def delete(self, key: SharePartitionKey) -> int:
+        """Tombstones for both record keys of the share-partition (group or offsets deleted), the
+        share-partition forgotten once they are written: the API's error, or NONE."""
+        if key not in self.written:
+            return errors.NONE
+        error, _ = self._append(key, [(share_key(SHARE_SNAPSHOT_TYPE, *key), None), (share_key(SHARE_UPDATE_TYPE, *key), None)])
+        if error == errors.NONE:
+            del self.written[key]
+        return error
 
-    def _append(self, key: SharePartitionKey, records: list[tuple[bytes, bytes | None]]) -> int:
-        """Append ``records`` as one batch to the key's partition: the first offset, -1 if not written."""
+    def _append(self, key: SharePartitionKey, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
+        """Append ``records`` as one batch to the key's partition through the coordinator runtime:
+        (the API's error, or NONE; the first offset)."""
         partition = partition_for(*key, self.num_partitions)
-        rm = self.broker.replica_manager
-        if rm.get_log(SHARE_GROUP_STATE_TOPIC, partition) is None:
-            log.warning("%s-%d is not there: share-partition state of %s not written", SHARE_GROUP_STATE_TOPIC, partition, key)
-            return -1
-        try:
-            info = rm.append_batch(SHARE_GROUP_STATE_TOPIC, partition, bytearray(build_batch(records, int(time.time() * 1000))))
-        except Exception:
-            log.exception("cannot append to %s-%d", SHARE_GROUP_STATE_TOPIC, partition)
-            return -1
-        return info.first_offset
+        error, offset = self.runtime.append(SHARE_GROUP_STATE_TOPIC, partition, records)
+        if error:
+            log.warning("share-partition state of %s not written to %s-%d: error %d", key, SHARE_GROUP_STATE_TOPIC, partition, error)
+            return append_error_to_response_error(error), -1
+        return errors.NONE, offset
 
     # ---- replay ----------------------------------------------------------------------------
 

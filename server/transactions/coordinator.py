@@ -20,15 +20,17 @@ and their writes, so no two changes of one transactional id interleave.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.storage.log_config import validate_topic_configs
 
-from ..coordinator.clock import now_ms
-from ..groups.records import OFFSETS_TOPIC, build_batch
+from ..coordinator.runtime import coordinator_runtime
+from ..groups.records import OFFSETS_TOPIC
 from .records import (
     TRANSACTION_STATE_TOPIC,
     decode_key,
@@ -72,6 +74,7 @@ class TransactionCoordinator:
         self.max_timeout_ms: int = cfg.get("transaction.max.timeout.ms")
         self.id_expiration_ms: int = cfg.get("transactional.id.expiration.ms")
         self.transactions: dict[str, TransactionMetadata] = {}
+        self.runtime = coordinator_runtime(broker)  # appends, durability, clock (server/coordinator/runtime.py)
         self.active = False
         self._topic_lock: asyncio.Lock | None = None
 
@@ -133,33 +136,24 @@ class TransactionCoordinator:
     def partition_for(self, transactional_id: str) -> int:
         return transaction_partition_for(transactional_id, self.num_partitions)
 
-    def _persist(self, m: TransactionMetadata, tombstone: bool = False) -> int:
-        """Write the state of ``m`` (or its tombstone) to its __transaction_state partition."""
-        partition = self.partition_for(m.transactional_id)
-        writer = self.broker.replica_manager
-        if writer.get_log(TRANSACTION_STATE_TOPIC, partition) is None:
-            return errors.NOT_COORDINATOR
+    def _persist(self, m: TransactionMetadata, replay: Callable[[], None] | None = None, tombstone: bool = False) -> int:
+        """Write the state of ``m`` (or its tombstone) to its __transaction_state partition through
+        the coordinator runtime; ``replay`` makes it current once the append succeeded (Kafka's
+        completeTransitionTo). Any failure is NOT_COORDINATOR, as Kafka maps a failed append here."""
         record = (key_bytes(m.transactional_id), None if tombstone else value_bytes(m))
-        batch = bytearray(build_batch([record], now_ms()))
-        try:
-            writer.append_batch(TRANSACTION_STATE_TOPIC, partition, batch)
-        except Exception:
-            log.exception("cannot append to %s-%d", TRANSACTION_STATE_TOPIC, partition)
-            return errors.NOT_COORDINATOR  # Kafka maps a failed log append to NOT_COORDINATOR
-        return errors.NONE
+        error = self.runtime.write(TRANSACTION_STATE_TOPIC, self.partition_for(m.transactional_id), [record],
+                                   lambda _k, _v, _o: replay and replay(), not_available=errors.NOT_COORDINATOR)
+        return errors.NONE if error == errors.NONE else errors.NOT_COORDINATOR
 
     def _transition(self, m: TransactionMetadata, new: TransactionMetadata) -> int:
-        """Persist ``new`` (a changed copy of ``m``) and make it current."""
+        """Persist ``new`` (a changed copy of ``m``), which becomes current only once written:
+        a failed append leaves ``m`` current and unchanged."""
         m.check_transition(new.state)
         m.pending_state = new.state
         try:
-            error = self._persist(new)
+            return self._persist(new, lambda: self.transactions.__setitem__(m.transactional_id, new))
         finally:
             m.pending_state = None
-        if error:
-            return error
-        self.transactions[m.transactional_id] = new
-        return errors.NONE
 
     # ---- InitProducerId ------------------------------------------------------------------
 
@@ -178,7 +172,7 @@ class TransactionCoordinator:
             if transactional_id not in self.transactions:
                 self.transactions[transactional_id] = TransactionMetadata(
                     transactional_id, pid, NO_PRODUCER_EPOCH, txn_timeout_ms, S.EMPTY,
-                    txn_last_update_timestamp=now_ms())
+                    txn_last_update_timestamp=self.runtime.clock.now_ms())
         m = self.transactions[transactional_id]
         if m.pending_transition_in_progress:
             return CONCURRENT_TRANSACTIONS, -1, -1
@@ -192,7 +186,7 @@ class TransactionCoordinator:
             return (error or CONCURRENT_TRANSACTIONS), -1, -1
         # Empty, CompleteCommit, CompleteAbort: a new epoch (or a new producer id when exhausted).
         new = m.copy()
-        now = now_ms()
+        now = self.runtime.clock.now_ms()
         if expected_pid != NO_PRODUCER_ID and expected_pid == m.producer_id and expected_epoch == m.last_producer_epoch \
                 and m.producer_epoch != NO_PRODUCER_EPOCH and expected_epoch != m.producer_epoch:
             # A retry of an InitProducerId whose answer was lost (KIP-360): the epoch already given.
@@ -238,11 +232,8 @@ class TransactionCoordinator:
             fenced.producer_epoch = m.producer_epoch + 1
         fenced.last_producer_epoch = NO_PRODUCER_EPOCH
         fenced.state = S.PREPARE_EPOCH_FENCE
-        self.transactions[m.transactional_id] = fenced
-        error = self._end(fenced, commit=False)
-        if error:
-            self.transactions[m.transactional_id] = m  # the fence was not written: the transaction as it was
-        return error
+        # The fence is not current until its PrepareAbort is written: a failed append leaves m.
+        return self._end(fenced, commit=False)
 
     # ---- AddPartitionsToTxn, AddOffsetsToTxn ---------------------------------------------
 
@@ -271,7 +262,7 @@ class TransactionCoordinator:
         if m.state == S.ONGOING and set(partitions) <= m.topic_partitions:
             return errors.NONE
         new = m.copy()
-        now = now_ms()
+        now = self.runtime.clock.now_ms()
         if m.state != S.ONGOING:
             new.topic_partitions = set()
             new.txn_start_timestamp = now
@@ -322,7 +313,7 @@ class TransactionCoordinator:
         """Persist PrepareCommit/PrepareAbort, write the markers, persist CompleteCommit/CompleteAbort."""
         prepare = m.copy()
         prepare.state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-        prepare.txn_last_update_timestamp = now_ms()
+        prepare.txn_last_update_timestamp = self.runtime.clock.now_ms()
         error = self._transition(m, prepare)
         if error:
             return error
@@ -334,7 +325,7 @@ class TransactionCoordinator:
         done = m.copy()
         done.state = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
         done.topic_partitions = set()  # Kafka's prepareComplete: the partitions are done with
-        done.txn_last_update_timestamp = now_ms()
+        done.txn_last_update_timestamp = self.runtime.clock.now_ms()
         error = self._transition(m, done)
         if error:
             log.error("cannot write the completion of transaction %s: %s (completed again at the next start)",
@@ -353,6 +344,7 @@ class TransactionCoordinator:
                 continue
             try:
                 writer.append_transaction_marker(lg, m.producer_id, m.producer_epoch, COORDINATOR_EPOCH, commit)
+                self.runtime.touch(topic, partition)  # the answer waits for the marker's flush, if any
             except Exception:
                 log.exception("cannot write the %s marker of transaction %s to %s-%d",
                               "commit" if commit else "abort", m.transactional_id, topic, partition)
@@ -369,7 +361,7 @@ class TransactionCoordinator:
         """Kafka's abortTimedOutTransactions: fence the producer and abort."""
         if not self.active:
             return 0
-        now = now_ms() if now is None else now
+        now = self.runtime.clock.now_ms() if now is None else now
         aborted = 0
         for m in list(self.transactions.values()):
             if m.state == S.ONGOING and not m.pending_transition_in_progress and m.txn_start_timestamp + m.txn_timeout_ms < now:
@@ -383,14 +375,13 @@ class TransactionCoordinator:
         """Kafka's removeExpiredTransactionalIds: tombstones for ids idle past transactional.id.expiration.ms."""
         if not self.active:
             return 0
-        now = now_ms() if now is None else now
+        now = self.runtime.clock.now_ms() if now is None else now
         expired = 0
         for tid, m in list(self.transactions.items()):
             if m.state in EXPIRABLE and not m.pending_transition_in_progress \
                     and m.txn_last_update_timestamp + self.id_expiration_ms <= now:
                 m.check_transition(S.DEAD)
-                if self._persist(m, tombstone=True) == errors.NONE:
-                    del self.transactions[tid]
+                if self._persist(m, functools.partial(self.transactions.pop, tid, None), tombstone=True) == errors.NONE:
                     expired += 1
         if expired:
             log.info("expired %d transactional ids", expired)
@@ -417,7 +408,7 @@ class TransactionCoordinator:
                 regex = re.compile(pattern)
             except re.error:  # Kafka's ListTransactions v2 (KIP-1152): INVALID_REGULAR_EXPRESSION
                 return errors.INVALID_REGULAR_EXPRESSION, [], []
-        now = now_ms()
+        now = self.runtime.clock.now_ms()
         out = []
         for tid, m in self.transactions.items():
             if m.state == S.DEAD or (state_filters and m.state not in states):

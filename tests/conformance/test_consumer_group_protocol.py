@@ -148,6 +148,57 @@ def test_consumer_group_protocol(conform):
     assert obs["describe_empty"][0]["state"] == "Empty"
 
 
+def scenario_regex_matches_internal_topics(ctx: Ctx) -> dict[str, Any]:
+    """A KIP-848 regex subscription resolves against every topic, internal ones included (Kafka
+    4.3.1's TopicRegexResolver does not skip them; franz-go's Test848RegexBrokerResolves relies on
+    ``__consumer_offsets`` being assigned). Topic names only: partition counts differ by config."""
+    w = ctx.wire()
+    t, group = ctx.topic("t"), ctx.group("g")
+    w.create_topic(t, partitions=2)
+    member, epoch = str(uuid.uuid4()), 0
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # __consumer_offsets exists once the group's coordinator is found
+        fc = w.call(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"][0]
+        if fc["error_code"] not in (14, 15):
+            break
+        time.sleep(0.2)
+    owned: list[dict[str, Any]] = []
+    names: set[str] = set()
+    errors: list[int] = []
+    while time.monotonic() < deadline and t not in names:
+        r = w.call(HEARTBEAT, 1, {
+            "group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": None, "rack_id": None,
+            "rebalance_timeout": 30_000 if epoch == 0 else -1, "server_assignor": None,
+            "subscribed_topic_names": None, "subscribed_topic_regex": f"(__consumer_offsets|{t})" if epoch == 0 else None,
+            "topic_partitions": owned})
+        if r["error_code"] in (14, 15, 16):  # the coordinator still loading
+            time.sleep(0.2)
+            continue
+        errors.append(r["error_code"])
+        if r["error_code"]:
+            break
+        epoch = r["member_epoch"]
+        if r["assignment"] is not None:
+            owned = [{"topic_id": x["topic_id"], "partitions": sorted(x["partitions"])} for x in r["assignment"]["topic_partitions"]]
+            d = w.call(DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+            mine = [m for m in d["members"] if m["member_id"] == member]
+            names = {x["topic_name"] for m in mine for x in m["assignment"]["topic_partitions"]}
+        time.sleep(0.2)
+    d = w.call(DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+    w.call(HEARTBEAT, 1, {"group_id": group, "member_id": member, "member_epoch": -1, "instance_id": None, "rack_id": None,
+                          "rebalance_timeout": -1, "server_assignor": None, "subscribed_topic_names": None,
+                          "subscribed_topic_regex": None, "topic_partitions": None})
+    return {"errors": sorted(set(errors)), "assigned_topics": sorted(names),
+            "described": [(m["subscribed_topic_regex"], sorted(x["topic_name"] for x in m["assignment"]["topic_partitions"]))
+                          for m in d["members"]]}
+
+
+def test_regex_matches_internal_topics(conform):
+    obs = conform(scenario_regex_matches_internal_topics)
+    assert obs["errors"] == [0]
+    assert sorted(obs["assigned_topics"]) == ["<t>", "__consumer_offsets"]
+
+
 # --------------------------------------------------------------------------- librdkafka, group.protocol=consumer
 
 
