@@ -366,7 +366,9 @@ async def handle_offset_fetch(services: BrokerServices, context: RequestContext,
                 {"partition_index": p["partition_index"], "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": error}
                 for p in t["partitions"]
             ]
-    return {"throttle_time": 0, "error_code": error, "topics": group["topics"]}
+    # Topic ids are v10's, inside groups: the top-level topics of v0-7 name topics only.
+    topics = [{"name": t["name"], "partitions": t["partitions"]} for t in group["topics"]]
+    return {"throttle_time": 0, "error_code": error, "topics": topics}
 
 
 async def handle_offset_delete(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:

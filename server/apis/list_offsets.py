@@ -34,7 +34,7 @@ MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATE
 
 
 def _answer(index: int, timestamp: int, offset: int, epoch: int = LEADER_EPOCH, code: int = errors.NONE) -> dict[str, Any]:
-    return {"partition_index": index, "error_code": code, "timestamp": timestamp, "offset": offset, "leader_epoch": epoch, "old_style_offsets": []}
+    return {"partition_index": index, "error_code": code, "timestamp": timestamp, "offset": offset, "leader_epoch": epoch}
 
 
 def _error(index: int, code: int) -> dict[str, Any]:
