@@ -27,6 +27,7 @@ from .config import BrokerConfig
 from .connection import Connection, admit
 from .coordinator.clock import SYSTEM_CLOCK, Clock
 from .coordinator.runtime import CoordinatorRuntime
+from .features import feature_control
 from .fetch_session import FetchManager, FetchSessionCache
 from .group_configs import group_config_manager
 from .groups.coordinator import GroupCoordinator
@@ -39,8 +40,9 @@ from .replica_manager import ReplicaManager
 from .security.authorizer import create_authorizer
 from .security.credentials import ScramCredentialStore
 from .security.listener import ListenerSecurity, build_listener_security
+from .services import BrokerServices
 from .share.coordinator import ShareCoordinator
-from .telemetry.manager import subscriptions_of
+from .telemetry.manager import manager_of, subscriptions_of
 from .transactions.coordinator import TransactionCoordinator
 
 if TYPE_CHECKING:
@@ -197,6 +199,7 @@ class Broker:
         self.state = "replaying transactions"
         await self.transaction_coordinator.start()  # replays __transaction_state, completes Prepare* transactions
         await self.share_coordinator.start()  # replays __share_group_state (share-partition state)
+        self.services = self._services()
         self.state = "binding listeners"
         for ep in self.listeners:
             try:
@@ -235,10 +238,24 @@ class Broker:
         if self.cluster is not None:
             from .cluster.metadata_log import POLL_INTERVAL_S
 
-            self._tasks.append(asyncio.create_task(self._periodic(int(POLL_INTERVAL_S * 1000), functools.partial(self.cluster.topics.poll, self))))
+            self._tasks.append(asyncio.create_task(self._periodic(int(POLL_INTERVAL_S * 1000), functools.partial(self.cluster.topics.poll, self.services))))
         self.state = "ready"
         self.started_at = time.time()
         self.ready = True
+
+    def _services(self) -> BrokerServices:
+        """What the API handlers may use (server/services.py), once everything in it is loaded."""
+        return BrokerServices(
+            node_id=self.node_id, cluster_id=self.cluster_id, data_dir=self.data_dir, config=self.config,
+            listeners=self.listeners, endpoint_for=self.endpoint_for, listeners_value=self.listeners_value,
+            run_blocking=self.run_blocking, schedule_blocking=self.schedule_blocking,
+            coordinator_runtime=self.coordinator_runtime, metadata=self.metadata, log_manager=self.log_manager, replica_manager=self.replica_manager,
+            fetch_manager=self.fetch_manager, producer_ids=self.producer_ids, dynamic_config=self.dynamic_config,
+            group_coordinator=self.group_coordinator, transaction_coordinator=self.transaction_coordinator,
+            share_coordinator=self.share_coordinator, authorizer=self.authorizer, scram_store=self.scram_store,
+            client_quotas=self.client_quotas, metrics=self.metrics, features=feature_control(self),
+            group_configs=group_config_manager(self), client_metrics=manager_of(self),
+            client_metrics_subscriptions=subscriptions_of(self), cluster=self.cluster)
 
     async def stop(self) -> None:
         self.ready = False
@@ -305,8 +322,8 @@ class Broker:
         asyncio.get_running_loop().call_later(delay_ms / 1000, close)
 
     async def _serve_connection(self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(self, reader, writer, self.listener_security.get(listener))
-        conn.listener = listener  # which listener's advertised endpoint Metadata answers with
+        # The listener: whose advertised endpoint Metadata answers with, and the ACLs' listener.
+        conn = Connection(self, reader, writer, self.listener_security.get(listener), listener)
         self.metrics.connections_opened[listener] += 1
         self.connections.add(conn)
         try:

@@ -16,25 +16,23 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.topic import OFFSETS_TOPIC
 
-from ..coordinator.runtime import coordinator_runtime
 from ..replica_manager import append_error_code
 from ..security.acls import AclOperation
 from ..security.authorizer import CLUSTER_AUTHORIZATION_FAILED
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
 
 
-def _marker_result(marker: Any, code: int | None, broker: Broker) -> dict[str, Any]:
+def _marker_result(marker: Any, code: int | None, services: BrokerServices) -> dict[str, Any]:
     """One marker's answer: every partition written (``code`` None) or all failed with ``code``."""
-    rm = broker.replica_manager
-    runtime = coordinator_runtime(broker)
+    rm = services.replica_manager
+    runtime = services.coordinator_runtime
     commit = bool(marker.transaction_result)
     topics = []
     offsets_partitions = []
@@ -60,10 +58,10 @@ def _marker_result(marker: Any, code: int | None, broker: Broker) -> dict[str, A
             parts.append({"partition_index": p, "error_code": error})
         topics.append({"name": t.name, "partitions": parts})
     for p in offsets_partitions:
-        broker.group_coordinator.complete_transaction(marker.producer_id, commit, p)
+        services.group_coordinator.complete_transaction(marker.producer_id, commit, p)
     return {"producer_id": marker.producer_id, "topics": topics}
 
 
-async def handle_write_txn_markers(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    denied = None if broker.authorizer.authorize_cluster(conn, header, AclOperation.CLUSTER_ACTION) else CLUSTER_AUTHORIZATION_FAILED
-    return {"markers": [_marker_result(m, denied, broker) for m in request.markers]}
+async def handle_write_txn_markers(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    denied = None if services.authorizer.authorize_cluster(context, context.header, AclOperation.CLUSTER_ACTION) else CLUSTER_AUTHORIZATION_FAILED
+    return {"markers": [_marker_result(m, denied, services) for m in request.markers]}

@@ -24,7 +24,7 @@ from .metadata_log import MetadataLog, Record
 if TYPE_CHECKING:
     from kafka_sidecar.storage.log_manager import LogManager
 
-    from ..broker import Broker
+    from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -87,28 +87,28 @@ class ClusterTopics:
         with self.log._lock:
             self._apply(self.log.read_new())
 
-    async def catch_up(self, broker: Broker) -> None:
+    async def catch_up(self, services: BrokerServices) -> None:
         """Apply what the other nodes recorded since this node last looked."""
-        await broker.run_blocking(self._catch_up_blocking)
-        self.finish_deletions(broker)
+        await services.run_blocking(self._catch_up_blocking)
+        self.finish_deletions(services)
 
-    async def poll(self, broker: Broker) -> None:
+    async def poll(self, services: BrokerServices) -> None:
         """The periodic look (a deletion made elsewhere reaches Produce and Fetch here)."""
         if self.log.has_news():
-            await self.catch_up(broker)
+            await self.catch_up(services)
         elif self.deleted:
-            self.finish_deletions(broker)
+            self.finish_deletions(services)
 
-    def finish_deletions(self, broker: Broker) -> None:
+    def finish_deletions(self, services: BrokerServices) -> None:
         """On the loop: what DeleteTopics does after the logs are gone, for deletions applied here."""
         from ..apis.topics import _remove_later as remove_later
 
         while self.deleted:
             name, partitions, renamed = self.deleted.pop(0)
             for p in range(partitions):
-                broker.replica_manager.purgatory.try_complete(name, p)
-            broker.group_coordinator.on_topic_deleted(name)
-            remove_later(broker, renamed)
+                services.replica_manager.purgatory.try_complete(name, p)
+            services.group_coordinator.on_topic_deleted(name)
+            remove_later(services, renamed)
 
     def close(self) -> None:
         self.log.close()

@@ -20,24 +20,24 @@ from kafka_sidecar.protocol.topic import TRANSACTION_STATE_TOPIC
 from .peers import PeerUnavailable
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..services import BrokerServices
 
 ADD_PARTITIONS_TO_TXN, VERIFY_VERSION = 24, 5
 HEADER_SIZE = 61
 
 
-async def verify_elsewhere(broker: Broker, request: Any, names: list[str | None], transactional_id: str) -> dict[tuple[str, int], int] | None:
+async def verify_elsewhere(services: BrokerServices, request: Any, names: list[str | None], transactional_id: str) -> dict[tuple[str, int], int] | None:
     """The coordinator's verdict for each partition of this Produce that needs one, when the
     coordinator is another node: {(topic, partition): error code}; None when it is this node
     (the produce path asks it directly) or verification is off."""
-    cluster = broker.cluster
+    cluster = services.cluster
     assert cluster is not None
-    if not broker.config.get("transaction.partition.verification.enable"):
+    if not services.config.get("transaction.partition.verification.enable"):
         return None
-    coordinator = cluster.placement.leader(TRANSACTION_STATE_TOPIC, broker.transaction_coordinator.partition_for(transactional_id))
+    coordinator = cluster.placement.leader(TRANSACTION_STATE_TOPIC, services.transaction_coordinator.partition_for(transactional_id))
     if coordinator == cluster.node_id:
         return None
-    rm = broker.replica_manager
+    rm = services.replica_manager
     wanted: dict[str, list[int]] = {}
     producer: tuple[int, int] | None = None
     for t, name in zip(request.topic_data, names, strict=True):
