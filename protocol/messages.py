@@ -3,14 +3,16 @@
 Handlers describe a response once, as plain dicts with Kafka's field names and
 plain ints (error codes, milliseconds); ``encode_body`` turns that into the
 schema of whichever version the client asked for, dropping fields that version
-does not have and filling absent ones with the schema's defaults. Hot responses
-(Fetch) are encoded by hand elsewhere.
+does not have and filling absent ones with the schema's defaults. A key that no
+version of the response has (a misspelt field) raises UnknownFieldError instead of
+being dropped. Hot responses (Fetch) are encoded by hand elsewhere.
 """
 
 from __future__ import annotations
 
 import datetime
 import io
+from collections import defaultdict
 from dataclasses import MISSING, fields, is_dataclass
 from functools import cache
 from typing import Any
@@ -29,6 +31,14 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 class UnsupportedVersionError(Exception):
     pass
+
+
+class UnknownFieldError(KeyError):
+    """A response dict names a field that no version of its entity has."""
+
+
+# Kafka's API versions are small numbers; a message's schemas are looked for up to this one.
+_MAX_VERSION = 40
 
 
 def _conv_error(v: Any) -> ErrorCode:
@@ -67,8 +77,46 @@ def _plan(cls: type) -> list[tuple[str, Any, type | None, bool, bool]]:
     return plan
 
 
+@cache
+def _response_fields(api_key: int) -> tuple[dict[tuple[str, ...], frozenset[str]], dict[type, list[tuple[str, ...]]]]:
+    """Every version's response schema of ``api_key``: the field names each nested place has in
+    any version, and the places each entity class stands at."""
+    names: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    places: dict[type, list[tuple[str, ...]]] = defaultdict(list)
+
+    def walk(cls: type, place: tuple[str, ...]) -> None:
+        places[cls].append(place)
+        for name, _conv, nested, _is_array, _has_default in _plan(cls):
+            names[place].add(name)
+            if nested is not None:
+                walk(nested, (*place, name))
+
+    for version in range(_MAX_VERSION + 1):
+        try:
+            top = load_response_schema(api_key, version)
+        except Exception:  # kio raises several index errors for a version it has not
+            continue
+        walk(top, ())
+    return {k: frozenset(v) for k, v in names.items()}, dict(places)
+
+
+@cache
+def _known_fields(cls: type) -> frozenset[str] | None:
+    """The keys a dict for response entity ``cls`` may have: its fields in any version of the
+    response (a dict describes every version at once); None for a request's entity."""
+    if not cls.__module__.endswith(".response"):
+        return None
+    names, places = _response_fields(cls.__api_key__)
+    return frozenset().union(*(names[p] for p in places.get(cls, ())))
+
+
 def build(cls: type, data: dict[str, Any]) -> Any:
-    """Instantiate a kio entity from a plain dict (recursively)."""
+    """Instantiate a kio entity from a plain dict (recursively). A response's dict may hold the
+    fields of any of the response's versions (those this version lacks are dropped), nothing
+    else: a key no version has raises UnknownFieldError."""
+    known = _known_fields(cls)
+    if known is not None and not known.issuperset(data):
+        raise UnknownFieldError(f"{cls.__qualname__} has no field {sorted(set(data) - known)} in any version")
     kwargs: dict[str, Any] = {}
     for name, conv, nested, is_array, has_default in _plan(cls):
         if name not in data:

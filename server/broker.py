@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafka_sidecar.storage.dynamic_broker_config import DynamicBrokerConfig
 from kafka_sidecar.storage.log_manager import CleanerConfig, DataDirError, LogManager
@@ -27,6 +27,7 @@ from .config import BrokerConfig
 from .connection import Connection, admit
 from .coordinator.clock import SYSTEM_CLOCK, Clock
 from .coordinator.runtime import CoordinatorRuntime
+from .features import feature_control
 from .fetch_session import FetchManager, FetchSessionCache
 from .group_configs import group_config_manager
 from .groups.coordinator import GroupCoordinator
@@ -39,9 +40,13 @@ from .replica_manager import ReplicaManager
 from .security.authorizer import create_authorizer
 from .security.credentials import ScramCredentialStore
 from .security.listener import ListenerSecurity, build_listener_security
+from .services import BrokerServices
 from .share.coordinator import ShareCoordinator
-from .telemetry.manager import subscriptions_of
+from .telemetry.manager import manager_of, subscriptions_of
 from .transactions.coordinator import TransactionCoordinator
+
+if TYPE_CHECKING:
+    from .cluster.node import ClusterNode
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +61,11 @@ PROGRESS_INTERVAL_S = 5.0
 
 class Broker:
     def __init__(self, config: BrokerConfig, data_dir: Path, host: str = "127.0.0.1", port: int = 9092, *,
-                 listeners: list[Endpoint] | None = None, advertised: dict[str, Endpoint] | None = None) -> None:
+                 listeners: list[Endpoint] | None = None, advertised: dict[str, Endpoint] | None = None,
+                 cluster: ClusterNode | None = None) -> None:
         self.config = config
+        # A node of `serve --processes N` (server/cluster/node.py); None: a one-node cluster.
+        self.cluster = cluster
         self.data_dir = Path(data_dir)
         # Kafka listeners (server/listeners.py); ``host``/``port`` alone make one PLAINTEXT listener.
         self.listeners: list[Endpoint] = list(listeners or [Endpoint("PLAINTEXT", host, port)])
@@ -76,7 +84,7 @@ class Broker:
         self.ready = False  # /readyz: logs loaded and listeners accepting
         self.state = "starting"
         self.started_at: float | None = None  # time.time() when ready (the console's uptime)
-        self.node_id = NODE_ID
+        self.node_id = cluster.node_id if cluster is not None else NODE_ID
         self.log_manager = LogManager(self.data_dir, config.log_defaults(), CleanerConfig(
             enabled=config.get("log.cleaner.enable"),
             threads=config.get("log.cleaner.threads"),
@@ -86,12 +94,16 @@ class Broker:
             io_buffer_size=config.get("log.cleaner.io.buffer.size"),
             max_io_bytes_per_second=config.get("log.cleaner.io.max.bytes.per.second"),
         ), recovery_threads=config.get("num.recovery.threads.per.data.dir"))
+        if cluster is not None:  # logs of the partitions it leads; topics agreed through the cluster's log
+            cluster.attach(self.log_manager)
         # The topics (Kafka's metadata image): names, ids, partition counts, config overrides.
         self.metadata = self.log_manager.metadata
         # Dynamic broker configs (AlterConfigs on BROKER resources); they reconfigure the logs' defaults.
         self.dynamic_config = DynamicBrokerConfig(self.data_dir, config.log_defaults(), self.log_manager.reconfigure_default_log_config)
         # Producer ids (InitProducerId, the transaction coordinator), never reused across restarts.
         self.producer_ids = ProducerIdManager(self.data_dir, self.log_manager.highest_producer_id)
+        if cluster is not None:  # ids unique across the nodes
+            self.producer_ids.stride, self.producer_ids.offset = cluster.layout.processes, cluster.node_id - 1
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="storage")
         self._server: asyncio.base_events.Server | None = None
         self._listener_servers: list[asyncio.base_events.Server] = []
@@ -180,15 +192,19 @@ class Broker:
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
+        if self.cluster is not None:  # the topics as the cluster's log has them (made, deleted while down)
+            await self.run_blocking(self.cluster.topics.load)
         self.state = "replaying consumer groups"
         await self.group_coordinator.start()  # replays __consumer_offsets; member session timers run on the loop
         self.state = "replaying transactions"
         await self.transaction_coordinator.start()  # replays __transaction_state, completes Prepare* transactions
         await self.share_coordinator.start()  # replays __share_group_state (share-partition state)
+        self.services = self._services()
         self.state = "binding listeners"
         for ep in self.listeners:
             try:
-                servers, port = await start_listener(ep, functools.partial(self._on_connection, ep.name))
+                inherited = self.cluster.sockets_for(ep.name) if self.cluster is not None else None
+                servers, port = await start_listener(ep, functools.partial(self._on_connection, ep.name), socks=inherited)
             except OSError as e:
                 raise ListenerError(f"cannot listen on {ep.uri()}: {e.strerror or e}") from e
             self._listener_servers += servers
@@ -219,9 +235,27 @@ class Broker:
             self.config.get("transaction.remove.expired.transaction.cleanup.interval.ms"),
             self.transaction_coordinator.periodic_expiration,
         )))
+        if self.cluster is not None:
+            from .cluster.metadata_log import POLL_INTERVAL_S
+
+            self._tasks.append(asyncio.create_task(self._periodic(int(POLL_INTERVAL_S * 1000), functools.partial(self.cluster.topics.poll, self.services))))
         self.state = "ready"
         self.started_at = time.time()
         self.ready = True
+
+    def _services(self) -> BrokerServices:
+        """What the API handlers may use (server/services.py), once everything in it is loaded."""
+        return BrokerServices(
+            node_id=self.node_id, cluster_id=self.cluster_id, data_dir=self.data_dir, config=self.config,
+            listeners=self.listeners, endpoint_for=self.endpoint_for, listeners_value=self.listeners_value,
+            run_blocking=self.run_blocking, schedule_blocking=self.schedule_blocking,
+            coordinator_runtime=self.coordinator_runtime, metadata=self.metadata, log_manager=self.log_manager, replica_manager=self.replica_manager,
+            fetch_manager=self.fetch_manager, producer_ids=self.producer_ids, dynamic_config=self.dynamic_config,
+            group_coordinator=self.group_coordinator, transaction_coordinator=self.transaction_coordinator,
+            share_coordinator=self.share_coordinator, authorizer=self.authorizer, scram_store=self.scram_store,
+            client_quotas=self.client_quotas, metrics=self.metrics, features=feature_control(self),
+            group_configs=group_config_manager(self), client_metrics=manager_of(self),
+            client_metrics_subscriptions=subscriptions_of(self), cluster=self.cluster)
 
     async def stop(self) -> None:
         self.ready = False
@@ -239,6 +273,8 @@ class Broker:
                 await t
             except (asyncio.CancelledError, Exception):
                 pass
+        if self.cluster is not None:  # markers still being sent are written again at the next start (Prepare*)
+            await self.cluster.close()
         await self.coordinator_runtime.shutdown()  # flushes of writes timers made
         await self.replica_manager.shutdown()
         self.group_coordinator.shutdown()
@@ -286,8 +322,8 @@ class Broker:
         asyncio.get_running_loop().call_later(delay_ms / 1000, close)
 
     async def _serve_connection(self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(self, reader, writer, self.listener_security.get(listener))
-        conn.listener = listener  # which listener's advertised endpoint Metadata answers with
+        # The listener: whose advertised endpoint Metadata answers with, and the ACLs' listener.
+        conn = Connection(self, reader, writer, self.listener_security.get(listener), listener)
         self.metrics.connections_opened[listener] += 1
         self.connections.add(conn)
         try:

@@ -98,6 +98,12 @@ def parse_port(value: str) -> int:
     return int(value)
 
 
+def parse_processes(value: str) -> int:
+    if not value.isdigit() or not 1 <= int(value) <= 64:
+        raise argparse.ArgumentTypeError(f"expected a number of processes 1..64, got {value!r}")
+    return int(value)
+
+
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", type=Path, default=None, help="log directory (default: log.dirs/log.dir from the config, else ./data)")
     p.add_argument("--listen", type=parse_listen, default=None, metavar="HOST:PORT",
@@ -127,6 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--console-host", default="127.0.0.1", metavar="HOST", help="address of the web console (default 127.0.0.1)")
     serve.add_argument("--console-allow-writes", action="store_true",
                        help="let the console produce records and delete records (as the logged-in principal, within its ACLs)")
+    serve.add_argument("--processes", type=parse_processes, default=1, metavar="N",
+                       help="run N broker processes as one cluster (node ids 1..N, node k on the listener's port + k - 1, "
+                            "data in DATA_DIR/node-<k>; default 1: one process)")
+    # Set by the --processes supervisor for its nodes, not by users.
+    serve.add_argument("--cluster-node", type=int, default=None, help=argparse.SUPPRESS)
+    serve.add_argument("--listen-fds", default="", help=argparse.SUPPRESS)
+    serve.add_argument("--supervisor-pid", type=int, default=None, help=argparse.SUPPRESS)
 
     console.add_produce_arguments(_command(sub, "produce"))
     console.add_consume_arguments(_command(sub, "consume"))
@@ -198,11 +211,23 @@ async def _serve(args: argparse.Namespace) -> int:
     data_dir, listeners = apply_cli_settings(config, args)
     # Before anything is created: a taken port or an unusable data dir is one line, and leaves
     # no half-initialised data dir behind.
-    problem = data_dir_problem(data_dir) or next(filter(None, map(listener_problem, listeners.listeners)), None)
+    cluster = None
+    if args.cluster_node is not None:  # a node of `serve --processes N`: its ports are the supervisor's
+        from .cluster.node import ClusterNode, die_with_supervisor
+
+        die_with_supervisor(args.supervisor_pid)
+        try:
+            cluster = ClusterNode(args.cluster_node, data_dir, args.listen_fds)
+        except ValueError as e:
+            sys.stderr.write(f"kafka-sidecar: error: {e}\n")
+            return 2
+    problem = data_dir_problem(data_dir) or (None if cluster else next(filter(None, map(listener_problem, listeners.listeners)), None))
+    if cluster is None and (data_dir / "cluster.json").exists():  # its node-<k> dirs are no partitions
+        problem = f"data dir {data_dir} holds a cluster of several processes (cluster.json): serve it with --processes N"
     if problem:
         sys.stderr.write(f"kafka-sidecar: error: {problem}\n")
         return 2
-    broker = Broker(config, data_dir, listeners=listeners.listeners, advertised=listeners.advertised)
+    broker = Broker(config, data_dir, listeners=listeners.listeners, advertised=listeners.advertised, cluster=cluster)
     metrics_server = None
     if args.metrics_port is not None:
         # Up before the logs load, so /readyz can say "not ready" during a long recovery.
@@ -256,6 +281,19 @@ async def _serve(args: argparse.Namespace) -> int:
             await metrics_server.stop()
 
 
+def _serve_cluster(args: argparse.Namespace) -> int:
+    """``serve --processes N``: the supervisor of N node processes (server/cluster/supervisor.py)."""
+    from .cluster.supervisor import serve_cluster
+
+    config = load_config(args.config, args.override)
+    data_dir, listeners = apply_cli_settings(config, args)
+    problem = data_dir_problem(data_dir)
+    if problem:
+        sys.stderr.write(f"kafka-sidecar: error: {problem}\n")
+        return 2
+    return serve_cluster(args, data_dir, listeners)
+
+
 def _delete_records(args: argparse.Namespace) -> int:
     from kafka_sidecar.client import KafkaClientError
 
@@ -299,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "bootstrap_server", None) is not None:
             _check_bootstrap(args.bootstrap_server)
         if args.command == "serve":
+            if args.processes > 1 and args.cluster_node is None:
+                return _serve_cluster(args)
             return asyncio.run(_serve(args))
         if args.command == "config":
             from .tools import config_show

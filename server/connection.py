@@ -58,6 +58,7 @@ from kafka_sidecar.storage.log_segment import FileSlice
 
 from .direct_send import has_slice, send_parts
 from .dispatch import SUPPORTED_APIS, ProtocolViolation, handle_request
+from .request_context import ClientInfo
 from .security.sasl import AuthenticationClose, Gate, SaslServerAuthenticator
 from .security.tls import NoMatchingRule, ssl_principal
 
@@ -234,27 +235,22 @@ def admit(broker: Broker, writer: asyncio.StreamWriter) -> bool:
 
 class Connection:
     def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 security: ListenerSecurity | None = None) -> None:
+                 security: ListenerSecurity | None = None, listener: str = "PLAINTEXT") -> None:
         self.broker = broker
         self.reader = reader
         self.writer = writer
         # The listener's TLS/SASL settings (server/security/listener.py); None on PLAINTEXT.
         self.security = security
-        self.sasl: SaslServerAuthenticator | None = None
         # Framing, limits, the SASL gate and request/response order, without I/O.
         self.channel = KafkaChannel(broker.max_request_size)
         self.peer = _peer(writer)
         peer = writer.get_extra_info("peername")
-        self.client_host: str = peer[0] if peer else ""
-        # Who the authorizer sees (Kafka's KafkaPrincipal as "User:<name>"): ANONYMOUS until a
-        # listener's authentication (server/security) says otherwise.
-        self.principal: str = "User:ANONYMOUS"
+        # What the API handlers see of this connection (server/request_context.py): its address,
+        # listener, principal (Kafka's KafkaPrincipal as "User:<name>": ANONYMOUS until a
+        # listener's authentication, server/security, says otherwise) and SASL exchange.
+        self.client = ClientInfo(self.peer, peer[0] if peer else "", listener, is_closing=writer.is_closing)
         # A plain socket transport (not TLS): record slices are sent by server/direct_send.py.
         self._sendfile_ok = writer.get_extra_info("socket") is not None
-        # KIP-219: a throttled answer (server/quotas) sets when this connection may be read again;
-        # the size of the request being handled is what the produce quota counts.
-        self.throttle_until = 0.0
-        self.request_size = 0
         writer.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         sock = writer.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -267,10 +263,33 @@ class Connection:
         self._last_active = time.monotonic()
         self._busy = False  # a request is being handled
         self._idle_timer: asyncio.TimerHandle | None = None
-        # Run once when the connection ends, by name (server/share: the share sessions it owns).
-        self.close_callbacks: dict[str, Callable[[], None]] = {}
         if self._idle_s is not None:
             self._idle_timer = asyncio.get_running_loop().call_later(self._idle_s, self._check_idle)
+
+    @property
+    def principal(self) -> str:
+        return self.client.principal
+
+    @principal.setter
+    def principal(self, principal: str) -> None:
+        self.client.principal = principal
+
+    @property
+    def listener(self) -> str:
+        return self.client.listener
+
+    @property
+    def client_host(self) -> str:
+        return self.client.client_host
+
+    @property
+    def sasl(self) -> SaslServerAuthenticator | None:
+        return self.client.sasl
+
+    @property
+    def close_callbacks(self) -> dict[str, Callable[[], None]]:
+        """Run once when the connection ends, by name (server/share: the share sessions it owns)."""
+        return self.client.close_callbacks
 
     def _check_idle(self) -> None:
         self._idle_timer = None
@@ -329,14 +348,14 @@ class Connection:
                 if self.principal != "User:ANONYMOUS":
                     self.broker.metrics.authentications_succeeded[sec.endpoint.name] += 1
         if sec.sasl is not None:
-            self.sasl = SaslServerAuthenticator(sec.sasl, self.peer)
-            self.channel.gate = SaslGate(self.sasl)
+            sasl = self.client.sasl = SaslServerAuthenticator(sec.sasl, self.peer)
+            self.channel.gate = SaslGate(sasl)
         return True
 
     async def _authentication_failed(self, response: list[Any] | None) -> None:
         """Kafka delays a failed authentication's answer and the close (brute force gets slow)."""
         assert self.sasl is not None
-        self.broker.metrics.authentications_failed[getattr(self, "listener", "PLAINTEXT")] += 1
+        self.broker.metrics.authentications_failed[self.listener] += 1
         delay = self.sasl.settings.failed_delay_ms
         if delay > 0:
             await asyncio.sleep(delay / 1000)
@@ -390,23 +409,27 @@ class Connection:
                     # top of the heap is trimmed and the next one faults its pages back in
                     # (glibc; measured: ~240,000 minor faults and +50% CPU per 300 MB produced).
                     frame = event.frame
-                    self.request_size = len(frame)
-                    response = await handle_request(self.broker, self, frame)
+                    response, throttle_ms = await handle_request(self.broker.services, self.client, frame)
+                    # KIP-219: muted until this long after the answer was made (Kafka's ThrottledChannel).
+                    throttle_until = time.monotonic() + throttle_ms / 1000 if throttle_ms else 0.0
                 except (FrameError, ProtocolViolation) as e:
                     log.warning("closing connection from %s: %s", self.peer, e)
                     return
                 finally:
                     self._busy = False
                     self._last_active = time.monotonic()
-                if sasl is not None and sasl.close_after_response:
-                    await self._authentication_failed(response)
-                    return
+                if sasl is not None:
+                    if sasl.close_after_response:
+                        await self._authentication_failed(response)
+                        return
+                    if sasl.authenticated and sasl.principal is not None:  # SaslAuthenticate succeeded
+                        self.principal = sasl.principal
                 if response is None:
                     channel.no_response()
                 else:
                     await self.send(channel.send_response(response))
-                if self.throttle_until:
-                    await self._throttled()
+                if throttle_until:
+                    await self._throttled(throttle_until)
                 self._last_active = time.monotonic()
         except (ConnectionError, OSError) as e:
             log.debug("connection from %s ended: %s", self.peer, e)
@@ -417,18 +440,17 @@ class Connection:
         finally:
             channel.close()
             self.close()
-            callbacks, self.close_callbacks = self.close_callbacks, {}
+            callbacks, self.client.close_callbacks = self.client.close_callbacks, {}
             for name, callback in callbacks.items():
                 try:
                     callback()
                 except Exception:
                     log.exception("connection from %s: close callback %s failed", self.peer, name)
 
-    async def _throttled(self) -> None:
+    async def _throttled(self, until: float) -> None:
         """KIP-219: after a throttled answer is sent the channel is muted until the throttle
         ends (Kafka's ThrottledChannel): nothing more is read from this client meanwhile."""
-        wait = self.throttle_until - time.monotonic()
-        self.throttle_until = 0.0
+        wait = until - time.monotonic()
         if wait > 0:
             self._busy = True  # a muted connection is not idle
             try:

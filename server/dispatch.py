@@ -18,7 +18,6 @@ from kafka_sidecar.protocol.framing import (
     API_VERSIONS_KEY,
     FrameError,
     ProtocolViolation,
-    RequestHeader,
     frame,
     framed_response,
     parse_request_header,
@@ -53,19 +52,20 @@ from .apis import (
     telemetry,
     topics,
     transactions,
+    txn_markers,
 )
-from .coordinator.runtime import coordinator_runtime
 from .error_response import error_response
-from .features import feature_control
 from .quotas.manager import SELF_RECORDED_APIS
+from .request_context import ClientInfo, RequestContext, Throttled
 
 if TYPE_CHECKING:
-    from .broker import Broker
-    from .connection import Connection
+    from .services import BrokerServices
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[["Broker", "Connection", RequestHeader, Any], Awaitable[Any]]
+# A handler answers a request with a response dict, pre-encoded parts (Fetch), None (no answer:
+# acks=0), or one of these inside Throttled (KIP-219: the connection then mutes itself).
+Handler = Callable[["BrokerServices", RequestContext, Any], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -79,15 +79,15 @@ class ApiSpec:
     coordinator_write: bool = False
 
 
-async def _api_versions(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def _api_versions(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
     """Features (v3+) are server/features.py's: Kafka 4.3.1's, at the levels we have. Below v4 a
     supported feature whose range starts at 0 is left out, as Kafka does (older clients reject a
     minimum of 0, KAFKA-17011). Disabled features hide no API: Kafka 4.3 keeps the share APIs
     listed at share.version 0 and answers them UNSUPPORTED_VERSION."""
-    telemetry.record_client_software(conn, request)  # KIP-714's client_software_* selectors
-    control = feature_control(broker)
+    telemetry.record_client_software(context, request)  # KIP-714's client_software_* selectors
+    control = services.features
     supported = control.supported_features()
-    if header.api_version < 4:
+    if context.header.api_version < 4:
         supported = [f for f in supported if f["min_version"] > 0]
     return {
         "error_code": errors.NONE,
@@ -119,6 +119,7 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(24, "AddPartitionsToTxn", 0, 5, transactions.handle_add_partitions_to_txn, coordinator_write=True),
         ApiSpec(25, "AddOffsetsToTxn", 0, 4, transactions.handle_add_offsets_to_txn, coordinator_write=True),
         ApiSpec(26, "EndTxn", 0, 5, transactions.handle_end_txn, coordinator_write=True),
+        ApiSpec(27, "WriteTxnMarkers", 1, 2, txn_markers.handle_write_txn_markers, coordinator_write=True),
         ApiSpec(28, "TxnOffsetCommit", 0, 5, transactions.handle_txn_offset_commit, coordinator_write=True),
         ApiSpec(65, "DescribeTransactions", 0, 0, transactions.handle_describe_transactions),
         # v2: the transactional id pattern (KIP-1152), matched over the whole id as Kafka's RE2J matches().
@@ -208,19 +209,20 @@ def _unsupported_api_versions(correlation_id: int) -> list[bytes]:
 _FLEXIBLE: dict[tuple[int, int], bool] = {}
 
 
-async def handle_request(broker: Broker, conn: Connection, data: bytes) -> list[Any] | None:
-    """Decode, run and encode one request; returns the framed response parts or None."""
+async def handle_request(services: BrokerServices, client: ClientInfo, data: bytes) -> tuple[list[Any] | None, int]:
+    """Decode, run and encode one request: (the framed response parts or None, the throttle in ms
+    after which the connection reads its next request: KIP-219, 0 for none)."""
     started = time.perf_counter()
     api_key, version, correlation_id = peek_api(data)
     spec = SUPPORTED_APIS.get(api_key)
     if spec is None:
-        broker.metrics.protocol_errors += 1
+        services.metrics.protocol_errors += 1
         raise ProtocolViolation(f"unknown or unsupported API key {api_key} (version {version})")
     if not spec.min_version <= version <= spec.max_version:
         if api_key == API_VERSIONS_KEY:
-            log.info("ApiVersions v%d from %s is not supported: answered with our range (v%d-%d)", version, conn.peer, spec.min_version, spec.max_version)
-            return _unsupported_api_versions(correlation_id)
-        broker.metrics.protocol_errors += 1
+            log.info("ApiVersions v%d from %s is not supported: answered with our range (v%d-%d)", version, client.peer, spec.min_version, spec.max_version)
+            return _unsupported_api_versions(correlation_id), 0
+        services.metrics.protocol_errors += 1
         raise ProtocolViolation(
             f"unsupported version {version} of {spec.name} (supported {spec.min_version}-{spec.max_version})"
         )
@@ -231,37 +233,45 @@ async def handle_request(broker: Broker, conn: Connection, data: bytes) -> list[
     try:
         request = decode_request_body(api_key, version, data, header.body_offset)
     except Exception as e:
-        broker.metrics.protocol_errors += 1
+        services.metrics.protocol_errors += 1
         raise ProtocolViolation(f"cannot decode {spec.name} v{version} request: {e}") from None
+    cluster = services.cluster
+    if cluster is not None and api_key > 1 and cluster.topics.log.has_news():
+        # A cluster node answers from the topics every node agreed on (server/cluster/topics.py).
+        await cluster.topics.catch_up(services)
     # A coordinator request is answered once the coordinator partitions it wrote to (or read) are
     # as durable as the flush policy asks (server/coordinator/runtime.py): a scope collects them.
-    scope = coordinator_runtime(broker).scope() if spec.coordinator_write else contextlib.nullcontext()
+    scope = services.coordinator_runtime.scope() if spec.coordinator_write else contextlib.nullcontext()
     try:
         with scope as write_scope:
-            result = await spec.handler(broker, conn, header, request)
+            result = await spec.handler(services, RequestContext(header, client, len(data)), request)
     except (FrameError, ProtocolViolation):
         raise
     except Exception:  # Kafka's requestHelper.handleError: the request's error response, never a close
-        log.exception("%s v%d from %s failed: answered UNKNOWN_SERVER_ERROR", spec.name, version, conn.peer)
+        log.exception("%s v%d from %s failed: answered UNKNOWN_SERVER_ERROR", spec.name, version, client.peer)
         result = error_response(api_key, version, request, errors.UNKNOWN_SERVER_ERROR)
+    throttle_ms = 0
+    if result.__class__ is Throttled:
+        result, throttle_ms = result
     # request_percentage for every API (server/quotas): one attribute test while none is set.
-    if broker.client_quotas.request.enabled and api_key not in SELF_RECORDED_APIS:
-        broker.client_quotas.throttle_request(conn, header.client_id, result, time.perf_counter() - started)
+    quotas = services.client_quotas
+    if quotas.request.enabled and api_key not in SELF_RECORDED_APIS:
+        throttle_ms = max(throttle_ms, quotas.throttle_request(client.principal, header.client_id, result, time.perf_counter() - started))
     if write_scope is not None:
-        await coordinator_runtime(broker).await_durable(write_scope)
+        await services.coordinator_runtime.await_durable(write_scope)
     # Metrics (server/metrics.py): a histogram bucket, a sum, and the response's error codes.
-    broker.metrics.observe_request(spec.name, time.perf_counter() - started, result)
+    services.metrics.observe_request(spec.name, time.perf_counter() - started, result)
     if result is None:
-        return None
+        return None, throttle_ms
     # ApiVersions responses always use header v0 so clients can parse them before negotiating.
     if isinstance(result, dict):
         try:
             body = encode_body(api_key, version, result)
         except Exception:  # an answer the schema cannot carry: as a handler's failure
-            log.exception("%s v%d from %s: the answer does not encode: answered UNKNOWN_SERVER_ERROR", spec.name, version, conn.peer)
+            log.exception("%s v%d from %s: the answer does not encode: answered UNKNOWN_SERVER_ERROR", spec.name, version, client.peer)
             body = encode_body(api_key, version, error_response(api_key, version, request, errors.UNKNOWN_SERVER_ERROR))
-        return [framed_response(correlation_id, flexible and api_key != API_VERSIONS_KEY, body)]
+        return [framed_response(correlation_id, flexible and api_key != API_VERSIONS_KEY, body)], throttle_ms
     head = response_header(correlation_id, flexible and api_key != API_VERSIONS_KEY)
     # Pre-encoded parts (Fetch): bytes and file slices, framed around their total size.
     sizes = sum(len(p) if isinstance(p, bytes) else p.size for p in result)
-    return [frame([head], sizes), *result]
+    return [frame([head], sizes), *result], throttle_ms

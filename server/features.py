@@ -247,8 +247,8 @@ def feature_control(broker: Broker) -> FeatureControl:
     return control
 
 
-def share_groups_enabled(broker: Broker) -> bool:
+def share_groups_enabled(control: FeatureControl) -> bool:
     """Kafka's isShareGroupProtocolEnabled: share.version >= 1. While it is 0, Kafka 4.3 keeps the
     share APIs in ApiVersions and answers each of them UNSUPPORTED_VERSION (the share handlers'
-    gate: ``if not share_groups_enabled(broker): return <that answer>``)."""
-    return feature_control(broker).finalized_level(SHARE_VERSION) >= 1
+    gate: ``if not share_groups_enabled(services.features): return <that answer>``)."""
+    return control.finalized_level(SHARE_VERSION) >= 1

@@ -26,7 +26,7 @@ import logging
 import re
 import threading
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -444,20 +444,19 @@ class GroupResourceError(Exception):
         self.message = message
 
 
-def describe_resource(broker: Broker, group_id: str, keys: list[str] | None, include_synonyms: bool,
+def describe_resource(mgr: GroupConfigManager, group_id: str, keys: list[str] | None, include_synonyms: bool,
                       include_documentation: bool) -> list[dict[str, Any]]:
     """DescribeConfigs of a GROUP resource: every key, set or not, whether the group exists or not."""
     if not group_id:
         raise GroupResourceError(INVALID_REQUEST, "Group name must not be empty")
-    return group_config_manager(broker).describe(group_id, keys, include_synonyms, include_documentation)
+    return mgr.describe(group_id, keys, include_synonyms, include_documentation)
 
 
-async def alter_resource(broker: Broker, group_id: str, configs: Iterable[Any], incremental: bool,
+async def alter_resource(mgr: GroupConfigManager, run_blocking: Callable[..., Awaitable[Any]], group_id: str, configs: Iterable[Any], incremental: bool,
                          validate_only: bool) -> None:
     """AlterConfigs (replace all) or IncrementalAlterConfigs of a GROUP resource."""
     if not group_id:
         raise GroupResourceError(INVALID_REQUEST, "Default group resources are not allowed.")
-    mgr = group_config_manager(broker)
     try:
         if incremental:
             props = mgr.apply_ops(mgr.group_configs(group_id), [(c.name, c.config_operation, c.value) for c in configs])
@@ -469,4 +468,4 @@ async def alter_resource(broker: Broker, group_id: str, configs: Iterable[Any], 
     except ValueError:
         raise GroupResourceError(UNKNOWN_SERVER_ERROR, None) from None
     if not validate_only:
-        await broker.run_blocking(mgr.set_group_configs, group_id, props)
+        await run_blocking(mgr.set_group_configs, group_id, props)

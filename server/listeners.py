@@ -259,9 +259,11 @@ def bind_sockets(host: str, port: int, attempts: int = 20) -> list[socket.socket
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
-async def start_listener(endpoint: Endpoint, handler: Handler, limit: int = 1 << 20) -> tuple[list[asyncio.base_events.Server], int]:
-    """Serve ``handler`` on every socket of ``endpoint``; returns (servers, bound port)."""
-    socks = bind_sockets(endpoint.host, endpoint.port)
+async def start_listener(endpoint: Endpoint, handler: Handler, limit: int = 1 << 20,
+                         socks: list[socket.socket] | None = None) -> tuple[list[asyncio.base_events.Server], int]:
+    """Serve ``handler`` on every socket of ``endpoint`` (bound here, or ``socks`` already
+    bound: a cluster node's, from its supervisor); returns (servers, bound port)."""
+    socks = socks or bind_sockets(endpoint.host, endpoint.port)
     servers = []
     try:
         for s in socks:

@@ -99,6 +99,16 @@ class ReplicaManager:
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.log_manager.get_log(topic, partition)
 
+    def missing_log_error(self, topic: str, partition: int) -> int:
+        """The error for a partition with no log here (Kafka's getPartitionOrError), for every
+        handler that found none: NOT_LEADER_OR_FOLLOWER when the topic has that partition and
+        another node of the cluster leads it (the client refreshes its metadata and goes
+        there), else UNKNOWN_TOPIC_OR_PARTITION."""
+        info = self.log_manager.metadata.topics.get(topic)
+        if info is not None and 0 <= partition < info.partitions and self.log_manager.is_local is not None:
+            return errors.NOT_LEADER_OR_FOLLOWER
+        return errors.UNKNOWN_TOPIC_OR_PARTITION
+
     # ---- writes --------------------------------------------------------------------------
 
     def append_records(self, lg: Log, records: bytearray, headers: list[BatchHeader],
@@ -137,7 +147,9 @@ class ReplicaManager:
         (no append or read reaches them after this), parked fetches woken, flushes in flight
         awaited, then closed and renamed on the storage thread (never an fsync on the loop).
         Returns the renamed dirs, removed later."""
-        info, logs = self.log_manager.detach_topic(name)
+        lm = self.log_manager
+        # A cluster node records the deletion in the cluster's topic log first (an fsync: the storage thread).
+        info, logs = lm.detach_topic(name) if lm.journal is None else await self._run(lambda: lm.detach_topic(name))
         for lg in logs:
             self.purgatory.try_complete(lg.topic, lg.partition)
         flushing = [f for lg in logs if (f := self._flushing.get((lg.topic, lg.partition))) is not None]

@@ -34,7 +34,7 @@ from .log import Log, parse_partition_dir
 from .log_config import LogConfig
 from .log_segment import LogSegment, OpenFilePools
 from .metadata_files import check_partition_metadata, load_meta_properties, write_partition_metadata
-from .topic_registry import TopicInfo, TopicRegistry
+from .topic_registry import TopicInfo, TopicJournal, TopicRegistry
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -148,6 +148,11 @@ class LogManager:
         self.directory_id = ""
         self._lock_fd: int | None = None
         self.had_clean_shutdown = False
+        # Which partitions have a log here: all (None), or those a cluster node leads
+        # (server/cluster/placement.py); the topics list every partition either way.
+        self.is_local: Callable[[str, int], bool] | None = None
+        # A cluster's shared record of topic changes (None: this node alone decides).
+        self.journal: TopicJournal | None = None
         # Segments renamed .deleted, waiting for file.delete.delay.ms: (due ms, segment).
         self._pending_deletes: list[tuple[int, LogSegment]] = []
 
@@ -213,7 +218,8 @@ class LogManager:
         load_ms = (time.monotonic() - started) * 1000
         # Partitions whose directory vanished stay declared by the topics file.
         for info, p in self.metadata.missing_partitions():
-            self._create_log(info, p)
+            if self.is_local is None or self.is_local(info.name, p):
+                self._create_log(info, p)
         marker.unlink(missing_ok=True)
         cc = self.cleaner_config
         self.cleaner = LogCleaner(
@@ -242,13 +248,44 @@ class LogManager:
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, Any] | None = None) -> TopicInfo:
         """Create the logs of a new topic, then register it (FileExistsError if the name is taken)."""
-        with self._lock:
+        with self._journal_turn(), self._lock:
             info = self.metadata.new_topic(name, partitions, configs)
+            if self.journal is not None:
+                self.journal.record_topic(info)
             for p in range(partitions):
-                self._create_log(info, p)
+                if self.is_local is None or self.is_local(name, p):
+                    self._create_log(info, p)
             self.metadata.add(info)
             log.info("created topic %s with %d partitions, configs %s", name, partitions, info.configs or "{}")
             return info
+
+    def _journal_turn(self, journaled: bool = True) -> contextlib.AbstractContextManager[None]:
+        """A cluster node's turn to change topics (before the lock: the journal's catch-up takes it)."""
+        return self.journal.turn() if self.journal is not None and journaled else contextlib.nullcontext()
+
+    def adopt_topic(self, name: str, topic_id: uuid.UUID, partitions: int, configs: dict[str, Any]) -> None:
+        """Hold topic ``name`` as another node of the cluster made or changed it: its id,
+        partition count and configs; the logs of the partitions this node leads created."""
+        with self._lock:
+            info = self.metadata.topics.get(name)
+            if info is None:
+                info = TopicInfo(name, topic_id, partitions, dict(configs))
+                for p in range(partitions):
+                    if self.is_local is None or self.is_local(name, p):
+                        self._create_log(info, p)
+                self.metadata.add(info)
+                log.info("topic %s (%d partitions) made by another node", name, partitions)
+                return
+            for p in range(info.partitions, partitions):
+                if self.is_local is None or self.is_local(name, p):
+                    self._create_log(info, p)
+            changed = info.partitions != partitions or info.configs != configs
+            info.partitions = max(info.partitions, partitions)
+            if info.configs != configs:
+                info.configs = dict(configs)
+                self._reconfigure_logs(name)
+            if changed:
+                self.metadata.save()
 
     def _create_log(self, info: TopicInfo, partition: int) -> Log:
         path = self.data_dir / f"{info.name}-{partition}"
@@ -261,29 +298,35 @@ class LogManager:
     def add_partitions(self, name: str, count: int) -> TopicInfo:
         """Grow topic ``name`` to ``count`` partitions (CreatePartitions): the new partitions'
         logs are created empty, then the new count is kept in the topics file."""
-        with self._lock:
+        with self._journal_turn(), self._lock:
             info = self.metadata.topics[name]
             if count <= info.partitions:
                 raise ValueError(f"topic {name} has {info.partitions} partitions; {count} is not an increase")
+            if self.journal is not None:
+                self.journal.record_topic(TopicInfo(name, info.topic_id, count, info.configs))
             before = info.partitions
             for p in range(before, count):
-                self._create_log(info, p)
+                if self.is_local is None or self.is_local(name, p):
+                    self._create_log(info, p)
             info.partitions = count
             self.metadata.save()
             log.info("topic %s grew from %d to %d partitions", name, before, count)
             return info
 
-    def delete_topic(self, name: str) -> list[Path]:
-        """Delete a topic at once (both steps below); returns its renamed dirs for removal."""
-        info, logs = self.detach_topic(name)
+    def delete_topic(self, name: str, *, journaled: bool = True) -> list[Path]:
+        """Delete a topic at once (both steps below); returns its renamed dirs for removal.
+        ``journaled=False``: a deletion another node of the cluster made (not recorded again)."""
+        info, logs = self.detach_topic(name, journaled=journaled)
         return self.finish_topic_deletion(info, logs)
 
-    def detach_topic(self, name: str) -> tuple[TopicInfo, list[Log]]:
+    def detach_topic(self, name: str, *, journaled: bool = True) -> tuple[TopicInfo, list[Log]]:
         """First step of a deletion, cheap enough for the event loop: the topic and its logs
         leave the maps, so no new append or read reaches them; the name stays reserved
         (``is_being_deleted``) until ``finish_topic_deletion`` has renamed its dirs."""
-        with self._lock:
+        with self._journal_turn(journaled), self._lock:
             info = self.metadata.detach(name)
+            if self.journal is not None and journaled:
+                self.journal.record_deletion(info)
             logs = [lg for p in range(info.partitions) if (lg := self.logs.pop((name, p), None)) is not None]
             return info, logs
 
@@ -327,8 +370,10 @@ class LogManager:
     def alter_topic_configs(self, topic: str, configs: dict[str, Any]) -> TopicInfo:
         """Replace a topic's config overrides (parsed values): kept by the topic registry, and in
         effect at once in every partition's log (later appends, rolls, retention checks)."""
-        with self._lock:
+        with self._journal_turn(), self._lock:
             info = self.metadata.topics[topic]
+            if self.journal is not None:
+                self.journal.record_topic(TopicInfo(topic, info.topic_id, info.partitions, dict(configs)))
             info.configs = dict(configs)
             self.metadata.save()
             self._reconfigure_logs(topic)

@@ -45,9 +45,10 @@ def new_kafka_uuid() -> uuid.UUID:
             return u
 
 
-def load_meta_properties(data_dir: Path) -> tuple[str, str]:
+def load_meta_properties(data_dir: Path, node_id: int = 1, cluster_id: str | None = None) -> tuple[str, str]:
     """(cluster id, directory id) from ``meta.properties``, written first with new ids when
-    it is missing or unreadable (a new data dir is a new one-node cluster)."""
+    it is missing or unreadable (a new data dir is a new one-node cluster; a node of a
+    ``--processes N`` cluster gets its node id and the cluster's id)."""
     path = data_dir / META_PROPERTIES
     props: dict[str, str] = {}
     try:
@@ -62,10 +63,10 @@ def load_meta_properties(data_dir: Path) -> tuple[str, str]:
                 props[k.strip()] = v.strip()
     if "cluster.id" not in props:
         props = {
-            "node.id": "1",
+            "node.id": str(node_id),
             "directory.id": kafka_uuid_str(new_kafka_uuid()),
             "version": "1",
-            "cluster.id": kafka_uuid_str(new_kafka_uuid()),
+            "cluster.id": cluster_id or kafka_uuid_str(new_kafka_uuid()),
         }
         text = f"#\n#{time.strftime('%a %b %d %H:%M:%S UTC %Y', time.gmtime())}\n" + "".join(f"{k}={v}\n" for k, v in props.items())
         checkpoint.atomic_write(path, text.encode())

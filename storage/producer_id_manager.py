@@ -32,6 +32,10 @@ class ProducerIdManager:
         self.path = Path(data_dir) / PRODUCER_ID_FILE
         self._highest_in_use = highest_in_use
         self._lock = threading.Lock()
+        # A node of a ``--processes N`` cluster hands out only the ids ``k - 1 mod N`` (set
+        # ``stride = N``, ``offset = k - 1``): no two nodes ever hand out the same id.
+        self.stride = 1
+        self.offset = 0
 
     def allocate(self) -> int:
         """Next producer id, persisted before it is handed out so a restart never reuses it.
@@ -48,8 +52,9 @@ class ProducerIdManager:
             # Never hand out an id some log already holds state for (a damaged or lost file).
             known = self._highest_in_use(FOREIGN_PRODUCER_IDS)
             if next_id <= known:
-                if path.exists():
+                if path.exists() and known % self.stride == self.offset:  # (ids of other nodes are expected)
                     log.warning("%s says %d but producer id %d is in use: continuing from %d", path.name, next_id, known, known + 1)
                 next_id = known + 1
+            next_id += (self.offset - next_id) % self.stride
             checkpoint.atomic_write(path, f"{next_id + 1}\n".encode())
             return next_id

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .log import parse_partition_dir
 from .metadata_files import (
@@ -32,6 +33,18 @@ class TopicInfo:
     topic_id: uuid.UUID
     partitions: int
     configs: dict[str, Any] = field(default_factory=dict)
+
+
+class TopicJournal(Protocol):
+    """Where the nodes of a ``--processes N`` cluster agree on topics (server/cluster/topics.py):
+    the LogManager makes every topic change in the journal's turn (exclusive across the nodes,
+    the others' changes applied first) and records it there before its own logs change."""
+
+    def turn(self) -> AbstractContextManager[None]: ...
+
+    def record_topic(self, info: TopicInfo) -> None: ...
+
+    def record_deletion(self, info: TopicInfo) -> None: ...
 
 
 class TopicRegistry:

@@ -59,10 +59,13 @@ def sidecar_command() -> list[str]:
 class SidecarProcess:
     """A kafka-sidecar server on a loopback port, with a given data dir."""
 
-    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, port: int = 0, env: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, port: int = 0, env: dict[str, str] | None = None,
+                 processes: int = 1) -> None:
         self.data_dir = Path(data_dir)
         self.overrides = dict(overrides or {})
         self.port = port
+        self.processes = processes  # > 1: `serve --processes N`, one cluster of N node processes
+        self.ports: list[int] = []  # every node's port, node 1 first (from the ready line)
         self.env = dict(env or {})  # extra environment variables (e.g. a crash point)
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.server.log"
@@ -74,6 +77,8 @@ class SidecarProcess:
 
     def start(self, timeout: float = 20.0) -> SidecarProcess:
         cmd = [*sidecar_command(), "serve", "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}"]
+        if self.processes > 1:
+            cmd += ["--processes", str(self.processes)]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         self._log_file = open(self.log_path, "a")
@@ -90,6 +95,8 @@ class SidecarProcess:
             m = _LISTENING.search(line)
             if m:
                 self.port = int(m.group(2))
+                where = line[m.start():].partition(" (data dir")[0]
+                self.ports = [int(p) for p in re.findall(r":(\d+)(?: \[node \d+\])?(?:,|$)", where)] or [self.port]
                 return self
         raise RuntimeError(f"kafka-sidecar did not start in {timeout}s: {self.log_text()[-2000:]}")
 
@@ -120,6 +127,20 @@ class SidecarProcess:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         self._close()
+
+    def node_pids(self) -> dict[int, int]:
+        """A ``--processes N`` cluster's node processes: node id -> pid (from their command lines)."""
+        assert self.proc is not None
+        out = {}
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+        for pid in map(int, children):
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except FileNotFoundError:
+                continue
+            if b"--cluster-node" in argv:
+                out[int(argv[argv.index(b"--cluster-node") + 1])] = pid
+        return out
 
     def restart(self) -> SidecarProcess:
         self.stop()

@@ -52,10 +52,9 @@ from ..security.authorizer import (
 )
 
 if TYPE_CHECKING:
-    from kafka_sidecar.protocol.framing import RequestHeader
 
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +70,11 @@ def _unparsable(name: str, codes: list[tuple[int, int, int, int]]) -> None:
             raise ProtocolViolation(f"{name} contains UNKNOWN elements (a resource type, pattern type, operation or permission type of 0)")
 
 
-def _cluster_denied_message(conn: Connection, op: AclOperation) -> str:
+def _cluster_denied_message(context: RequestContext, op: AclOperation) -> str:
     """AuthHelper.authorizeClusterOperation's message (Kafka prints its request object there)."""
-    principal = getattr(conn, "principal", "User:ANONYMOUS")
-    listener = getattr(conn, "listener", "PLAINTEXT")
-    return (f"Request Request(connectionId={getattr(conn, 'peer', '?')}, principal={principal}, "
+    principal = context.principal
+    listener = context.listener
+    return (f"Request Request(connectionId={context.peer}, principal={principal}, "
             f"listenerName=ListenerName({listener})) needs {op.name} permission.")
 
 
@@ -106,11 +105,12 @@ def describe_resources(acls: list[AclBinding]) -> list[dict[str, Any]]:
     ]
 
 
-async def handle_describe_acls(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_describe_acls(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
     _unparsable("DescribeAclsRequest", [(request.resource_type_filter, request.pattern_type_filter, request.operation, request.permission_type)])
-    az = broker.authorizer
-    if not az.authorize_cluster(conn, header, AclOperation.DESCRIBE):
-        return _describe_error(CLUSTER_AUTHORIZATION_FAILED, _cluster_denied_message(conn, AclOperation.DESCRIBE))
+    az = services.authorizer
+    if not az.authorize_cluster(context, header, AclOperation.DESCRIBE):
+        return _describe_error(CLUSTER_AUTHORIZATION_FAILED, _cluster_denied_message(context, AclOperation.DESCRIBE))
     if not isinstance(az, StandardAuthorizer):
         return _describe_error(SECURITY_DISABLED, "No Authorizer is configured on the broker")
     acls = az.acls(_filter(request))
@@ -129,22 +129,23 @@ def _creation_binding(c: Any) -> AclBinding | None:
     return AclBinding(rt, c.resource_name, pt, c.principal, c.host, op, perm)
 
 
-async def handle_create_acls(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_create_acls(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
     creations = list(request.creations)
     _unparsable("CreateAclsRequest", [(c.resource_type, c.resource_pattern_type, c.operation, c.permission_type) for c in creations])
-    az = broker.authorizer
+    az = services.authorizer
 
     def every(code: int, message: str | None) -> dict[str, Any]:
         return {"throttle_time": 0, "results": [{"error_code": code, "error_message": message} for _ in creations]}
 
-    if not az.authorize_cluster(conn, header, AclOperation.ALTER):
-        return every(CLUSTER_AUTHORIZATION_FAILED, _cluster_denied_message(conn, AclOperation.ALTER))
+    if not az.authorize_cluster(context, header, AclOperation.ALTER):
+        return every(CLUSTER_AUTHORIZATION_FAILED, _cluster_denied_message(context, AclOperation.ALTER))
     if not isinstance(az, StandardAuthorizer):
         return every(SECURITY_DISABLED, "No Authorizer is configured.")
     bindings = [_creation_binding(c) for c in creations]
     if any(b is None for b in bindings):
         # Kafka's AclBinding refuses ANY/MATCH values: an unexpected error for the whole request.
-        log.info("CreateAcls from %s refused: an ACL has an ANY or MATCH value", conn.peer if hasattr(conn, "peer") else "?")
+        log.info("CreateAcls from %s refused: an ACL has an ANY or MATCH value", context.peer if hasattr(context, "peer") else "?")
         return every(errors.UNKNOWN_SERVER_ERROR, None)
     results: list[dict[str, Any]] = []
     valid: list[AclBinding] = []
@@ -166,7 +167,7 @@ async def handle_create_acls(broker: Broker, conn: Connection, header: RequestHe
             added, removed = az.apply(add=valid)
             if added:
                 try:
-                    await broker.run_blocking(az.save, az.snapshot())
+                    await services.run_blocking(az.save, az.snapshot())
                 except OSError as e:
                     az.undo(added, removed)
                     log.warning("CreateAcls failed: cannot write %s: %s", az.file.path, e)
@@ -175,7 +176,7 @@ async def handle_create_acls(broker: Broker, conn: Connection, header: RequestHe
                             r.update(error_code=errors.UNKNOWN_SERVER_ERROR, error_message=None)
                     return {"throttle_time": 0, "results": results}
                 for a in added:
-                    log.info("ACL created by %s: %s", getattr(conn, "principal", "?"), a)
+                    log.info("ACL created by %s: %s", context.principal, a)
     return {"throttle_time": 0, "results": results}
 
 
@@ -190,16 +191,17 @@ def _matching_acl(a: AclBinding) -> dict[str, Any]:
     }
 
 
-async def handle_delete_acls(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_delete_acls(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
     filters = list(request.filters)
     _unparsable("DeleteAclsRequest", [(f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type) for f in filters])
-    az = broker.authorizer
+    az = services.authorizer
 
     def every(code: int, message: str | None) -> dict[str, Any]:
         return {"throttle_time": 0, "filter_results": [{"error_code": code, "error_message": message, "matching_acls": []} for _ in filters]}
 
-    if not az.authorize_cluster(conn, header, AclOperation.ALTER):
-        return every(CLUSTER_AUTHORIZATION_FAILED, _cluster_denied_message(conn, AclOperation.ALTER))
+    if not az.authorize_cluster(context, header, AclOperation.ALTER):
+        return every(CLUSTER_AUTHORIZATION_FAILED, _cluster_denied_message(context, AclOperation.ALTER))
     if not isinstance(az, StandardAuthorizer):
         return every(SECURITY_DISABLED, "No Authorizer is configured.")
     async with az.lock:
@@ -223,11 +225,11 @@ async def handle_delete_acls(broker: Broker, conn: Connection, header: RequestHe
         if doomed:
             added, removed = az.apply(remove=doomed)
             try:
-                await broker.run_blocking(az.save, az.snapshot())
+                await services.run_blocking(az.save, az.snapshot())
             except OSError as e:
                 az.undo(added, removed)
                 log.warning("DeleteAcls failed: cannot write %s: %s", az.file.path, e)
                 return every(errors.UNKNOWN_SERVER_ERROR, None)
             for a in removed:
-                log.info("ACL deleted by %s: %s", getattr(conn, "principal", "?"), a)
+                log.info("ACL deleted by %s: %s", context.principal, a)
     return {"throttle_time": 0, "filter_results": results}

@@ -64,11 +64,11 @@ from ..security.authorizer import (
     GROUP_AUTHORIZATION_FAILED,
     TOPIC_AUTHORIZATION_FAILED,
 )
-from ..telemetry.manager import alter_client_metrics, subscriptions_of
+from ..telemetry.manager import alter_client_metrics
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -231,25 +231,22 @@ class Layers:
         return props
 
 
-def _listener(broker: Broker) -> str:
-    if hasattr(broker, "listeners_value"):  # every listener, with the ports bound (server/listeners.py)
-        return broker.listeners_value()
-    host = broker.host if ":" not in broker.host else f"[{broker.host}]"
-    return f"PLAINTEXT://{host}:{broker.port}"
+def _listener(services: BrokerServices) -> str:
+    return services.listeners_value()  # every listener, with the ports bound (server/listeners.py)
 
 
-def broker_layers(broker: Broker) -> Layers:
+def broker_layers(services: BrokerServices) -> Layers:
     """The config levels of this broker. Its static configs are its properties as given, plus
     what kafka-sidecar's flags imply (node id, ``--data-dir`` as ``log.dirs``, ``--listen`` as
     ``listeners``) when the properties do not set them."""
-    static = dict(getattr(broker.config, "originals", {}) or {})
+    static = dict(getattr(services.config, "originals", {}) or {})
     implied = {
-        "node.id": str(broker.node_id), "broker.id": str(broker.node_id),
-        "log.dirs": str(broker.data_dir.resolve()), "listeners": _listener(broker),
+        "node.id": str(services.node_id), "broker.id": str(services.node_id),
+        "log.dirs": str(services.data_dir.resolve()), "listeners": _listener(services),
     }
     for k, v in implied.items():
         static.setdefault(k, v)
-    return Layers(broker.dynamic_config.get(str(broker.node_id)), broker.dynamic_config.get(""), static, _DEFAULTS)
+    return Layers(services.dynamic_config.get(str(services.node_id)), services.dynamic_config.get(""), static, _DEFAULTS)
 
 
 # ---- DescribeConfigs -------------------------------------------------------------------------
@@ -316,25 +313,25 @@ def _parse_broker_id(name: str) -> int | None:
     return int(name) if re.fullmatch(r"[+-]?[0-9]+", name) and -(2**31) <= int(name) < 2**31 else None
 
 
-def _describe(broker: Broker, resource: Any, include_synonyms: bool, include_documentation: bool) -> list[dict[str, Any]]:
+def _describe(services: BrokerServices, resource: Any, include_synonyms: bool, include_documentation: bool) -> list[dict[str, Any]]:
     rtype, name = resource.resource_type, resource.resource_name
     if rtype == TOPIC:
         try:
             validate_topic_name(name)
         except InvalidTopicError as e:
             raise ApiError(errors.INVALID_TOPIC_EXCEPTION, str(e)) from None
-        lm = broker.log_manager
-        info = broker.metadata.topics.get(name)
+        lm = services.log_manager
+        info = services.metadata.topics.get(name)
         if info is None:
             raise ApiError(errors.UNKNOWN_TOPIC_OR_PARTITION, "")
         config = lm.log_config(info)
-        layers = broker_layers(broker)
+        layers = broker_layers(services)
         return [
             _topic_entry(n, config, info.configs, layers, include_synonyms, include_documentation)
             for n in _wanted(resource.configuration_keys, DESCRIBE_ORDER)
         ]
     if rtype == BROKER:
-        layers = broker_layers(broker)
+        layers = broker_layers(services)
         if not name:
             configs = layers.dynamic_default
             return [
@@ -344,8 +341,8 @@ def _describe(broker: Broker, resource: Any, include_synonyms: bool, include_doc
         broker_id = _parse_broker_id(name)
         if broker_id is None:
             raise ApiError(errors.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}")
-        if broker_id != broker.node_id:
-            raise ApiError(errors.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}")
+        if broker_id != services.node_id:
+            raise ApiError(errors.INVALID_REQUEST, f"Unexpected broker id, expected {services.node_id} or empty string, but received {name}")
         props = layers.current_props()
         names = [*BROKER_CONFIG_KEYS, *(n for n in props if n not in BROKER_CONFIG_KEYS)]
         return [
@@ -354,11 +351,11 @@ def _describe(broker: Broker, resource: Any, include_synonyms: bool, include_doc
         ]
     if rtype == GROUP:
         try:
-            return group_configs.describe_resource(broker, name, resource.configuration_keys, include_synonyms, include_documentation)
+            return group_configs.describe_resource(services.group_configs, name, resource.configuration_keys, include_synonyms, include_documentation)
         except group_configs.GroupResourceError as e:
             raise ApiError(e.code, e.message) from None
     if rtype == CLIENT_METRICS:
-        return subscriptions_of(broker).describe(name, resource.configuration_keys, include_synonyms, include_documentation)
+        return services.client_metrics_subscriptions.describe(name, resource.configuration_keys, include_synonyms, include_documentation)
     raise ApiError(errors.INVALID_REQUEST, _unsupported_type(rtype))
 
 
@@ -368,28 +365,29 @@ def _unsupported_type(rtype: int) -> str:
     return f"Unknown resource type {rtype}"
 
 
-def _config_authorization_error(broker: Broker, conn: Connection, header: RequestHeader, rtype: int, name: str,
+def _config_authorization_error(services: BrokerServices, context: RequestContext, header: RequestHeader, rtype: int, name: str,
                                 op: AclOperation) -> int | None:
     """ConfigHelper / ControllerApis.authorizeAlterResource: DESCRIBE_CONFIGS (or ALTER_CONFIGS) on
     the cluster for broker resources, on the topic or group for theirs; the error code if denied."""
-    az = broker.authorizer
+    az = services.authorizer
     if rtype in (BROKER, BROKER_LOGGER, CLIENT_METRICS):
-        return None if az.authorize_cluster(conn, header, op) else CLUSTER_AUTHORIZATION_FAILED
+        return None if az.authorize_cluster(context, header, op) else CLUSTER_AUTHORIZATION_FAILED
     if rtype == TOPIC:
-        return None if az.authorize(conn, header, op, ResourceType.TOPIC, name) else TOPIC_AUTHORIZATION_FAILED
+        return None if az.authorize(context, header, op, ResourceType.TOPIC, name) else TOPIC_AUTHORIZATION_FAILED
     if rtype == GROUP:
-        return None if az.authorize(conn, header, op, ResourceType.GROUP, name) else GROUP_AUTHORIZATION_FAILED
+        return None if az.authorize(context, header, op, ResourceType.GROUP, name) else GROUP_AUTHORIZATION_FAILED
     return None
 
 
-async def handle_describe_configs(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_describe_configs(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
     include_synonyms = bool(getattr(request, "include_synonyms", False))
     include_documentation = bool(getattr(request, "include_documentation", False))
     results = []
     denied = []
     for resource in request.resources:
         result: dict[str, Any] = {"error_code": errors.NONE, "error_message": "", "configs": []}
-        code = _config_authorization_error(broker, conn, header, resource.resource_type, resource.resource_name, AclOperation.DESCRIBE_CONFIGS)
+        code = _config_authorization_error(services, context, header, resource.resource_type, resource.resource_name, AclOperation.DESCRIBE_CONFIGS)
         if code is not None:
             # Answered after the authorized resources, with Errors.message() (ConfigHelper).
             result.update(error_code=code, error_message=ERROR_MESSAGES[code],
@@ -397,7 +395,7 @@ async def handle_describe_configs(broker: Broker, conn: Connection, header: Requ
             denied.append(result)
             continue
         try:
-            result["configs"] = _describe(broker, resource, include_synonyms, include_documentation)
+            result["configs"] = _describe(services, resource, include_synonyms, include_documentation)
         except ApiError as e:
             result.update(error_code=e.code, error_message=e.message)
         result.update(resource_type=resource.resource_type, resource_name=resource.resource_name)
@@ -413,7 +411,7 @@ def _topic_config_strings(configs: Mapping[str, Any]) -> dict[str, str]:
     return {k: format_config_value(TOPIC_CONFIGS[k].type, v) or "" for k, v in configs.items() if k in TOPIC_CONFIGS}
 
 
-def _check_topic(broker: Broker, name: str, new_configs: Mapping[str, str]) -> dict[str, Any]:
+def _check_topic(services: BrokerServices, name: str, new_configs: Mapping[str, str]) -> dict[str, Any]:
     """ControllerConfigurationValidator.validate for a topic, then the existence check:
     the parsed overrides the topic would have."""
     if not name:
@@ -422,13 +420,13 @@ def _check_topic(broker: Broker, name: str, new_configs: Mapping[str, str]) -> d
         validate_topic_name(name)
     except InvalidTopicError as e:
         raise ApiError(errors.INVALID_TOPIC_EXCEPTION, str(e)) from None
-    lm = broker.log_manager
+    lm = services.log_manager
     try:
         parsed = validate_topic_configs(new_configs)
         validate_topic_config_set(parsed, lm.broker_log_defaults)
     except ConfigError as e:
         raise ApiError(errors.INVALID_CONFIG, str(e)) from None
-    if name not in broker.metadata.topics:
+    if name not in services.metadata.topics:
         raise ApiError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     return parsed
 
@@ -466,13 +464,13 @@ def _incremental_topic_configs(current: Mapping[str, str], ops: list[tuple[str, 
 # ---- broker changes ----------------------------------------------------------------------------
 
 
-def _check_node_id(broker: Broker, name: str) -> None:
+def _check_node_id(services: BrokerServices, name: str) -> None:
     """ConfigAdminManager.validateResourceNameIsCurrentNodeId."""
     node_id = _parse_broker_id(name)
     if node_id is None:
         raise ApiError(errors.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}")
-    if node_id != broker.node_id:
-        raise ApiError(errors.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}, but received {name}")
+    if node_id != services.node_id:
+        raise ApiError(errors.INVALID_REQUEST, f"Unexpected broker id, expected {services.node_id}, but received {name}")
 
 
 def _incremental_broker_configs(current: Mapping[str, str], ops: list[tuple[str, int, str | None]]) -> dict[str, str]:
@@ -511,7 +509,7 @@ def _incremental_broker_configs(current: Mapping[str, str], ops: list[tuple[str,
 _PER_IP_KEYS = frozenset({"max.connections.per.ip", "max.connections.per.ip.overrides"})
 
 
-def _validate_broker_configs(broker: Broker, props: Mapping[str, str], per_broker: bool, layers: Layers) -> None:
+def _validate_broker_configs(services: BrokerServices, props: Mapping[str, str], per_broker: bool, layers: Layers) -> None:
     """DynamicBrokerConfig.validate: what may change dynamically, at which level, with valid values."""
     non_dynamic = [k for k in props if k in BROKER_CONFIG_KEYS and not BROKER_CONFIG_KEYS[k].dynamic]
     if non_dynamic:
@@ -584,14 +582,14 @@ def _preflight(resources: list[Any], incremental: bool) -> dict[int, ApiError]:
 _ALTER_LOCKS: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
-async def _alter(broker: Broker, conn: Connection, header: RequestHeader, request: Any, incremental: bool) -> dict[str, Any]:
-    lock = _ALTER_LOCKS.setdefault(broker, asyncio.Lock())
+async def _alter(services: BrokerServices, context: RequestContext, header: RequestHeader, request: Any, incremental: bool) -> dict[str, Any]:
+    lock = _ALTER_LOCKS.setdefault(services, asyncio.Lock())
     async with lock:
-        return await _alter_locked(broker, conn, header, request, incremental)
+        return await _alter_locked(services, context, header, request, incremental)
 
 
-async def _alter_locked(broker: Broker, conn: Connection, header: RequestHeader, request: Any, incremental: bool) -> dict[str, Any]:
-    lm = broker.log_manager
+async def _alter_locked(services: BrokerServices, context: RequestContext, header: RequestHeader, request: Any, incremental: bool) -> dict[str, Any]:
+    lm = services.log_manager
     validate_only = bool(request.validate_only)
     failed = _preflight(list(request.resources), incremental)
     responses = []
@@ -601,39 +599,39 @@ async def _alter_locked(broker: Broker, conn: Connection, header: RequestHeader,
             if i in failed:
                 raise failed[i]
             # ALTER_CONFIGS on the cluster (broker configs) or the topic (ControllerApis.authorizeAlterResource).
-            code = _config_authorization_error(broker, conn, header, rtype, name, AclOperation.ALTER_CONFIGS)
+            code = _config_authorization_error(services, context, header, rtype, name, AclOperation.ALTER_CONFIGS)
             if code is not None:
                 raise ApiError(code, ERROR_MESSAGES[code])
             if rtype == BROKER:
                 if name:
-                    _check_node_id(broker, name)
-                scope = str(broker.node_id) if name else ""
-                layers = broker_layers(broker)
+                    _check_node_id(services, name)
+                scope = str(services.node_id) if name else ""
+                layers = broker_layers(services)
                 current = layers.dynamic_broker if name else layers.dynamic_default
                 if incremental:
                     props = _incremental_broker_configs(current, [(c.name, c.config_operation, c.value) for c in r.configs])
                 else:
                     props = {c.name: c.value for c in r.configs}
-                _validate_broker_configs(broker, props, bool(name), layers)
+                _validate_broker_configs(services, props, bool(name), layers)
                 if not validate_only:
-                    await broker.run_blocking(broker.dynamic_config.set, scope, props)
+                    await services.run_blocking(services.dynamic_config.set, scope, props)
             elif rtype == CLIENT_METRICS:  # server/telemetry/
-                await alter_client_metrics(broker, name, r.configs, incremental, validate_only, ApiError)
+                await alter_client_metrics(services.client_metrics_subscriptions, services.run_blocking, name, r.configs, incremental, validate_only, ApiError)
             elif rtype == GROUP:  # server/group_configs.py
                 try:
-                    await group_configs.alter_resource(broker, name, r.configs, incremental, validate_only)
+                    await group_configs.alter_resource(services.group_configs, services.run_blocking, name, r.configs, incremental, validate_only)
                 except group_configs.GroupResourceError as e:
                     raise ApiError(e.code, e.message) from None
             else:
-                info = broker.metadata.topics.get(name)
+                info = services.metadata.topics.get(name)
                 current = _topic_config_strings(info.configs) if info is not None else {}
                 if incremental:
                     configs = _incremental_topic_configs(current, [(c.name, c.config_operation, c.value) for c in r.configs])
                 else:
                     configs = {c.name: c.value for c in r.configs}
-                parsed = _check_topic(broker, name, configs)
-                if not validate_only and parsed != broker.metadata.topics[name].configs:
-                    await broker.run_blocking(lm.alter_topic_configs, name, parsed)
+                parsed = _check_topic(services, name, configs)
+                if not validate_only and parsed != services.metadata.topics[name].configs:
+                    await services.run_blocking(lm.alter_topic_configs, name, parsed)
         except ApiError as e:
             log.info("%s %s %r refused: error %d %s", "IncrementalAlterConfigs" if incremental else "AlterConfigs",
                      _RESOURCE_TYPE_NAMES.get(rtype, rtype), name, e.code, e.message)
@@ -643,9 +641,11 @@ async def _alter_locked(broker: Broker, conn: Connection, header: RequestHeader,
     return {"throttle_time": 0, "responses": responses}
 
 
-async def handle_alter_configs(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    return await _alter(broker, conn, header, request, incremental=False)
+async def handle_alter_configs(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    return await _alter(services, context, header, request, incremental=False)
 
 
-async def handle_incremental_alter_configs(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    return await _alter(broker, conn, header, request, incremental=True)
+async def handle_incremental_alter_configs(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    return await _alter(services, context, header, request, incremental=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import ms
 
 from ..groups.consumer_group import owned_partitions
@@ -19,23 +18,24 @@ from ..security.authorizer import GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATIO
 from .groups import _context
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-async def handle_consumer_group_heartbeat(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if not broker.authorizer.authorize(conn, header, AclOperation.READ, ResourceType.GROUP, request.group_id):
+async def handle_consumer_group_heartbeat(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if not services.authorizer.authorize(context, header, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "member_id": None,
                 "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
-    az = broker.authorizer
+    az = services.authorizer
     names = request.subscribed_topic_names
-    if names and len(az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(set(names)):
+    if names and len(az.filter(context, header, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(set(names)):
         # Kafka's KafkaApis: a member may only subscribe to topics it may DESCRIBE (no message)
         return {"throttle_time": 0, "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": None, "member_id": None,
                 "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
-    coordinator = broker.group_coordinator
+    coordinator = services.group_coordinator
     await coordinator.ensure_offsets_topic()
     owned = request.topic_partitions
     req = HeartbeatRequest(
@@ -50,22 +50,23 @@ async def handle_consumer_group_heartbeat(broker: Broker, conn: Connection, head
         server_assignor=request.server_assignor,
         owned=owned_partitions(None if owned is None else [(t.topic_id, t.partitions) for t in owned]),
         # regexes resolve to the topics this member may DESCRIBE (Kafka filters them quietly)
-        topic_authorized=lambda topic: az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, topic, log_denied=False),
+        topic_authorized=lambda topic: az.authorize(context, header, AclOperation.DESCRIBE, ResourceType.TOPIC, topic, log_denied=False),
     )
-    response = dict(coordinator.consumer_group_heartbeat(_context(conn, header), req))
+    response = dict(coordinator.consumer_group_heartbeat(_context(context, header), req))
     response["throttle_time"] = 0
     return response
 
 
-async def handle_consumer_group_describe(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    az = broker.authorizer
+async def handle_consumer_group_describe(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    az = services.authorizer
     wanted = list(request.group_ids)
-    denied = {g for g in wanted if not az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, g)}
+    denied = {g for g in wanted if not az.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, g)}
     # the coordinator answers in its own order (by __consumer_offsets partition), as Kafka's
-    groups = broker.group_coordinator.consumer_group_describe([g for g in wanted if g not in denied])
+    groups = services.group_coordinator.consumer_group_describe([g for g in wanted if g not in denied])
     for g in groups:
         if request.include_authorized_operations and g["error_code"] == 0:
-            g["authorized_operations"] = az.authorized_operations(conn, ResourceType.GROUP, g["group_id"])
+            g["authorized_operations"] = az.authorized_operations(context, ResourceType.GROUP, g["group_id"])
     groups += [{"group_id": gid, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_state": "",
                 "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
                 "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for gid in wanted if gid in denied]

@@ -15,11 +15,9 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
-from kafka_sidecar.protocol.framing import RequestHeader
-
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 DELEGATION_TOKEN_AUTH_DISABLED = 64
 UNKNOWN_SERVER_ERROR = -1
@@ -32,8 +30,8 @@ def _principal(principal: str) -> tuple[str, str]:
     return kind, name
 
 
-async def handle_create_delegation_token(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    requester_type, requester_name = _principal(conn.principal)
+async def handle_create_delegation_token(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    requester_type, requester_name = _principal(context.principal)
     owner_name = getattr(request, "owner_principal_name", None)
     error = DELEGATION_TOKEN_AUTH_DISABLED
     if not owner_name:
@@ -49,13 +47,13 @@ async def handle_create_delegation_token(broker: Broker, conn: Connection, heade
             "token_id": "", "hmac": b"", "throttle_time": 0}
 
 
-async def handle_renew_delegation_token(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_renew_delegation_token(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
     return {"error_code": DELEGATION_TOKEN_AUTH_DISABLED, "expiry_timestamp": NO_TIMESTAMP, "throttle_time": 0}
 
 
-async def handle_expire_delegation_token(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_expire_delegation_token(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
     return {"error_code": DELEGATION_TOKEN_AUTH_DISABLED, "expiry_timestamp": NO_TIMESTAMP, "throttle_time": 0}
 
 
-async def handle_describe_delegation_token(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_describe_delegation_token(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
     return {"error_code": DELEGATION_TOKEN_AUTH_DISABLED, "tokens": [], "throttle_time": 0}

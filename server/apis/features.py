@@ -13,15 +13,14 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.framing import RequestHeader
 
-from ..features import UPGRADE, feature_control
+from ..features import UPGRADE
 from ..security.acls import AclOperation
 from ..security.authorizer import CLUSTER_AUTHORIZATION_FAILED
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +32,14 @@ def _answer(error_code: int, message: str | None, results: list[dict[str, Any]])
     return {"throttle_time": 0, "error_code": error_code, "error_message": message, "results": results}
 
 
-async def handle_update_features(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if not broker.authorizer.authorize_cluster(conn, header, AclOperation.ALTER):
+async def handle_update_features(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if not services.authorizer.authorize_cluster(context, header, AclOperation.ALTER):
         return _answer(CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", [])
     updates = [(u.feature, u.max_version_level, getattr(u, "upgrade_type", UPGRADE)) for u in request.feature_updates]
-    control = feature_control(broker)
+    control = services.features
     try:
-        reason, updated = await broker.run_blocking(control.update, updates, getattr(request, "validate_only", False))
+        reason, updated = await services.run_blocking(control.update, updates, getattr(request, "validate_only", False))
     except OSError as e:
         log.error("UpdateFeatures: cannot write %s: %s", control.path, e)
         return _answer(errors.UNKNOWN_SERVER_ERROR, f"Cannot store the finalized features: {e}", [])

@@ -28,12 +28,13 @@ from kafka_sidecar.protocol.messages import ms
 from kafka_sidecar.storage.log import OffsetOutOfRangeError
 
 from ..fetch_session import CachedPartition, FetchContext, PartitionKey, Reads, SessionIdOutOfRange
+from ..request_context import Throttled
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 
 def _fetch_data(version: int, request: Any, topics_by_id: dict[Any, Any]) -> tuple[dict[PartitionKey, CachedPartition], list[PartitionKey]]:
@@ -69,17 +70,17 @@ def _replica_id(version: int, request: Any) -> int:
 _NO_TOPIC = object()
 
 
-def _read_all(broker: Broker, ctx: FetchContext, uses_ids: bool, read_committed: bool, readable: set[str] | None,
+def _read_all(services: BrokerServices, ctx: FetchContext, uses_ids: bool, read_committed: bool, readable: set[str] | None,
               max_bytes: int) -> tuple[Reads, int, bool, int]:
     """One pass over the context's partitions: (answers, bytes, a read failed, partitions read).
     ``readable``: the topics the client may READ (None: all), the others get TOPIC_AUTHORIZATION_FAILED.
     ``max_bytes``: the request's, lowered to what the client's fetch quota allows in a window.
     An incremental context's unchanged partitions (no records, the high watermark and log start
     offset it last answered) are left out here already: its answer would drop them."""
-    lm = broker.log_manager
+    lm = services.log_manager
     logs = lm.logs
-    topics_by_id = broker.metadata.topics_by_id
-    rm = broker.replica_manager
+    topics_by_id = services.metadata.topics_by_id
+    rm = services.replica_manager
     incremental = ctx.incremental
     limit = max_bytes if max_bytes > 0 else 2**31 - 1
     min_one = True
@@ -111,7 +112,7 @@ def _read_all(broker: Broker, ctx: FetchContext, uses_ids: bool, read_committed:
             continue
         lg = logs.get((name, index))
         if lg is None:
-            refused.append((cp, FetchPartition(index, errors.UNKNOWN_TOPIC_OR_PARTITION)))
+            refused.append((cp, FetchPartition(index, rm.missing_log_error(name, index))))
             continue
         if uses_ids and info is None:
             # The session's topic was deleted and another made under its name (ReplicaManager's topic id check).
@@ -182,9 +183,9 @@ def _topics(results: Reads) -> list[FetchTopic]:
     return out
 
 
-def _readable(broker: Broker, conn: Connection, header: RequestHeader, ctx: FetchContext, uses_ids: bool) -> set[str]:
+def _readable(services: BrokerServices, context: RequestContext, header: RequestHeader, ctx: FetchContext, uses_ids: bool) -> set[str]:
     """The topics of the context the client may READ (KafkaApis.handleFetchRequest), checked once per request."""
-    topics_by_id = broker.metadata.topics_by_id
+    topics_by_id = services.metadata.topics_by_id
     names: set[str] = set()
     for cp in ctx.partitions:
         name = cp.topic
@@ -193,7 +194,7 @@ def _readable(broker: Broker, conn: Connection, header: RequestHeader, ctx: Fetc
             name = info.name if info is not None else None
         if name is not None:
             names.add(name)
-    return broker.authorizer.filter(conn, header, AclOperation.READ, ResourceType.TOPIC, sorted(names))
+    return services.authorizer.filter(context, header, AclOperation.READ, ResourceType.TOPIC, sorted(names))
 
 
 def _failed_request(version: int, request: Any, code: int) -> list[Any]:
@@ -204,36 +205,37 @@ def _failed_request(version: int, request: Any, code: int) -> list[Any]:
     return encode_fetch_response(version, topics, error_code=code, session_id=getattr(request, "session_id", 0))
 
 
-async def handle_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> list[Any]:
+async def handle_fetch(services: BrokerServices, context: RequestContext, request: Any) -> list[Any] | Throttled:
+    header = context.header
     version = header.api_version
     deadline = time.monotonic() + ms(request.max_wait) / 1000
     uses_ids = version >= 13
-    fetch_data, to_forget = _fetch_data(version, request, broker.metadata.topics_by_id)
+    fetch_data, to_forget = _fetch_data(version, request, services.metadata.topics_by_id)
     try:
         # v4-6 carry no session fields: Kafka's FetchMetadata.LEGACY (no session, epoch -1).
-        ctx = broker.fetch_manager.new_context(version, getattr(request, "session_id", 0), getattr(request, "session_epoch", -1),
+        ctx = services.fetch_manager.new_context(version, getattr(request, "session_id", 0), getattr(request, "session_epoch", -1),
                                                _replica_id(version, request) >= 0, fetch_data, to_forget)
     except SessionIdOutOfRange:
         return _failed_request(version, request, errors.UNKNOWN_SERVER_ERROR)
-    readable = _readable(broker, conn, header, ctx, uses_ids) if broker.authorizer.enabled else None
+    readable = _readable(services, context, header, ctx, uses_ids) if services.authorizer.enabled else None
     read_committed = request.isolation_level == 1
-    if broker.client_quotas.active:
-        return await _quota_fetch(broker, conn, header, request, ctx, readable, read_committed, deadline)
+    if services.client_quotas.active:
+        return await _quota_fetch(services, context, header, request, ctx, readable, read_committed, deadline)
     while True:
-        results, total, read_error, interesting = _read_all(broker, ctx, uses_ids, read_committed, readable, request.max_bytes)
+        results, total, read_error, interesting = _read_all(services, ctx, uses_ids, read_committed, readable, request.max_bytes)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or read_error or remaining <= 0 or not interesting:
             break
-        await broker.replica_manager.wait_for_data(_watched(ctx), remaining)  # DelayedFetch
-        if conn.writer.is_closing():
+        await services.replica_manager.wait_for_data(_watched(ctx), remaining)  # DelayedFetch
+        if context.client.is_closing():
             raise asyncio.CancelledError
     error, session_id, sent = ctx.response(results)
     topics = _topics(sent)
-    broker.metrics.record_fetch(conn, topics, ctx.fetch_data.values())  # bytes/records out per topic (server/metrics.py)
+    services.metrics.record_fetch(context.client, topics, ctx.fetch_data.values())  # bytes/records out per topic (server/metrics.py)
     return encode_fetch_response(version, topics, error_code=error, session_id=session_id)
 
 
-async def _quota_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any, ctx: FetchContext,
+async def _quota_fetch(services: BrokerServices, context: RequestContext, header: RequestHeader, request: Any, ctx: FetchContext,
                        readable: set[str] | None, read_committed: bool, deadline: float) -> list[Any]:
     """A fetch while client quotas are set (KafkaApis.handleFetchRequest): max_bytes lowered to
     what consumer_byte_rate allows in a window, the handler time and the response's bytes
@@ -243,32 +245,31 @@ async def _quota_fetch(broker: Broker, conn: Connection, header: RequestHeader, 
     session for a full fetch): the next request of the session gets what this one would have."""
     version = header.api_version
     uses_ids = version >= 13
-    quotas = broker.client_quotas
-    window_max = quotas.fetch_max_bytes(conn.principal, header.client_id)
+    quotas = services.client_quotas
+    window_max = quotas.fetch_max_bytes(context.principal, header.client_id)
     max_bytes = request.max_bytes if window_max >= request.max_bytes else max(int(window_max), 0)
     min_bytes = min(request.min_bytes, max_bytes)
     thread_ns = 0
     while True:
         started = time.perf_counter_ns()
-        results, total, read_error, interesting = _read_all(broker, ctx, uses_ids, read_committed, readable, max_bytes)
+        results, total, read_error, interesting = _read_all(services, ctx, uses_ids, read_committed, readable, max_bytes)
         thread_ns += time.perf_counter_ns() - started
         remaining = deadline - time.monotonic()
         if total >= min_bytes or read_error or remaining <= 0 or not interesting:
             break
-        await broker.replica_manager.wait_for_data(_watched(ctx), remaining)  # DelayedFetch
-        if conn.writer.is_closing():
+        await services.replica_manager.wait_for_data(_watched(ctx), remaining)  # DelayedFetch
+        if context.client.is_closing():
             raise asyncio.CancelledError
     started = time.perf_counter_ns()
     # FetchContext.getResponseSize: the answer's size without updating the session.
     error, session_id, sent = ctx.response(results, update=False)
     parts = encode_fetch_response(version, _topics(sent), error_code=error, session_id=session_id)
     size = sum(len(p) if isinstance(p, bytes) else p.size for p in parts)
-    throttle = quotas.throttle_fetch(conn.principal, header.client_id, size, thread_ns + time.perf_counter_ns() - started)
+    throttle = quotas.throttle_fetch(context.principal, header.client_id, size, thread_ns + time.perf_counter_ns() - started)
     if throttle:
-        conn.throttle_until = time.monotonic() + throttle / 1000
         error, session_id = ctx.throttled_response()
-        return encode_fetch_response(version, [], throttle_ms=throttle, error_code=error, session_id=session_id)
+        return Throttled(encode_fetch_response(version, [], throttle_ms=throttle, error_code=error, session_id=session_id), throttle)
     error, session_id, sent = ctx.response(results)
     topics = _topics(sent)
-    broker.metrics.record_fetch(conn, topics, ctx.fetch_data.values())  # bytes/records out per topic (server/metrics.py)
+    services.metrics.record_fetch(context.client, topics, ctx.fetch_data.values())  # bytes/records out per topic (server/metrics.py)
     return encode_fetch_response(version, topics, error_code=error, session_id=session_id)

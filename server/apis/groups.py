@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import ms
+from kafka_sidecar.protocol.topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 from ..groups.coordinator import GroupCoordinator, JoinRequest, RequestContext
 from ..security.acls import AclOperation, ResourceType
@@ -33,8 +34,8 @@ from ..security.authorizer import (
 from .metadata import AUTHORIZED_OPERATIONS_OMITTED
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +53,13 @@ _ERROR_MESSAGES = {
 }
 
 
-def _coordinator(broker: Broker) -> GroupCoordinator:
-    return broker.group_coordinator
+def _coordinator(services: BrokerServices) -> GroupCoordinator:
+    return services.group_coordinator
 
 
-def _client_host(conn: Connection) -> str:
+def _client_host(context: RequestContext) -> str:
     """The peer address as Kafka prints an InetAddress ("/127.0.0.1", "/0:0:0:0:0:0:0:1")."""
-    host = conn.peer.rpartition(":")[0].strip("[]")
+    host = context.peer.rpartition(":")[0].strip("[]")
     try:
         addr = ipaddress.ip_address(host)
     except ValueError:
@@ -70,30 +71,31 @@ def _client_host(conn: Connection) -> str:
     return f"/{addr}"
 
 
-def _context(conn: Connection, header: RequestHeader) -> RequestContext:
-    return RequestContext(header.client_id or "", _client_host(conn), header.api_version)
+def _context(context: RequestContext, header: RequestHeader) -> RequestContext:
+    return RequestContext(header.client_id or "", _client_host(context), header.api_version)
 
 
 # ---- FindCoordinator (10) --------------------------------------------------------------
 
 
-async def handle_find_coordinator(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_find_coordinator(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
     version = header.api_version
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
     keys = list(request.coordinator_keys) if version >= 4 else [request.key]
     # DESCRIBE on the group (or transactional id) of each key, before anything else (KafkaApis.getCoordinator).
-    az = broker.authorizer
+    az = services.authorizer
     denied: dict[str, int] = {}
     if key_type == GROUP_KEY_TYPE:
-        denied = {k: GROUP_AUTHORIZATION_FAILED for k in keys if not az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, k)}
+        denied = {k: GROUP_AUTHORIZATION_FAILED for k in keys if not az.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, k)}
     elif key_type == TRANSACTION_KEY_TYPE:
         denied = {k: TRANSACTIONAL_ID_AUTHORIZATION_FAILED for k in keys
-                  if not az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, k)}
+                  if not az.authorize(context, header, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, k)}
     error = errors.NONE
     if key_type == GROUP_KEY_TYPE:
         if len(denied) < len(keys):
             try:
-                await _coordinator(broker).ensure_offsets_topic()
+                await _coordinator(services).ensure_offsets_topic()
             except Exception:
                 log.exception("cannot create the offsets topic")
                 error = errors.COORDINATOR_NOT_AVAILABLE
@@ -101,7 +103,7 @@ async def handle_find_coordinator(broker: Broker, conn: Connection, header: Requ
         # This broker coordinates every transactional id; __transaction_state is created on first use.
         if len(denied) < len(keys):
             try:
-                await broker.transaction_coordinator.ensure_topic()
+                await services.transaction_coordinator.ensure_topic()
             except Exception:
                 log.exception("cannot create the transaction state topic")
                 error = errors.COORDINATOR_NOT_AVAILABLE
@@ -111,17 +113,30 @@ async def handle_find_coordinator(broker: Broker, conn: Connection, header: Requ
     if error:
         node = no_node
     else:
-        host, port = broker.endpoint_for(getattr(conn, "listener", None))  # the client's listener, as Kafka
-        node = {"node_id": broker.node_id, "host": host, "port": port}
+        host, port = services.endpoint_for(context.listener)  # the client's listener, as Kafka
+        node = {"node_id": services.node_id, "host": host, "port": port}
+    cluster = services.cluster
+
+    def node_of(key: str) -> dict[str, Any]:
+        """The key's coordinator: this broker, or in a cluster the leader of its state partition."""
+        if cluster is None or error:
+            return node
+        if key_type == GROUP_KEY_TYPE:
+            topic, partition = OFFSETS_TOPIC, services.group_coordinator.partition_for(key)
+        else:
+            topic, partition = TRANSACTION_STATE_TOPIC, services.transaction_coordinator.partition_for(key)
+        return cluster.node_endpoint(cluster.placement.leader(topic, partition), context.listener)
+
     if version >= 4:
         return {
             "throttle_time": 0,
             "coordinators": [
                 {"key": k, **no_node, "error_code": denied[k], "error_message": ""} if k in denied
-                else {"key": k, **node, "error_code": error, "error_message": ""}
+                else {"key": k, **node_of(k), "error_code": error, "error_message": ""}
                 for k in keys
             ],
         }
+    node = node_of(keys[0])
     if keys[0] in denied:
         error, node = denied[keys[0]], no_node
     return {"throttle_time": 0, "error_code": error, "error_message": _ERROR_MESSAGES.get(error), **node}
@@ -130,18 +145,19 @@ async def handle_find_coordinator(broker: Broker, conn: Connection, header: Requ
 # ---- JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13) ------------------------------
 
 
-def _may_read_group(broker: Broker, conn: Connection, header: RequestHeader, group_id: str) -> bool:
+def _may_read_group(services: BrokerServices, context: RequestContext, header: RequestHeader, group_id: str) -> bool:
     """READ on the group: what Kafka asks of every member request and of OffsetCommit."""
-    return broker.authorizer.authorize(conn, header, AclOperation.READ, ResourceType.GROUP, group_id)
+    return services.authorizer.authorize(context, header, AclOperation.READ, ResourceType.GROUP, group_id)
 
 
-async def handle_join_group(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if not _may_read_group(broker, conn, header, request.group_id):
+async def handle_join_group(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if not _may_read_group(services, context, header, request.group_id):
         # JoinGroupRequest.getErrorResponse
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "generation_id": -1, "protocol_type": None,
                 "protocol_name": "" if header.api_version < 7 else None, "leader": "", "skip_assignment": False,
                 "member_id": "", "members": []}
-    coordinator = _coordinator(broker)
+    coordinator = _coordinator(services)
     await coordinator.ensure_offsets_topic()
     req = JoinRequest(
         group_id=request.group_id,
@@ -154,7 +170,7 @@ async def handle_join_group(broker: Broker, conn: Connection, header: RequestHea
         protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
         reason=getattr(request, "reason", None),
     )
-    response = dict(await coordinator.join_group(_context(conn, header), req))
+    response = dict(await coordinator.join_group(_context(context, header), req))
     # JoinGroupResponse: the protocol name is "" before v7 and null (never "") from v7.
     if header.api_version < 7:
         if response["protocol_name"] is None:
@@ -165,15 +181,16 @@ async def handle_join_group(broker: Broker, conn: Connection, header: RequestHea
     return response
 
 
-async def handle_sync_group(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_sync_group(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
     mandatory_missing = header.api_version >= 5 and (getattr(request, "protocol_type", None) is None or getattr(request, "protocol_name", None) is None)
     # Kafka checks v5's mandatory protocol fields first (the coordinator answers that below), then READ on the group.
-    if not mandatory_missing and not _may_read_group(broker, conn, header, request.group_id):
+    if not mandatory_missing and not _may_read_group(services, context, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "protocol_type": None, "protocol_name": None, "assignment": b""}
-    coordinator = _coordinator(broker)
+    coordinator = _coordinator(services)
     await coordinator.ensure_offsets_topic()
     response = dict(await coordinator.sync_group(
-        _context(conn, header),
+        _context(context, header),
         request.group_id,
         request.generation_id,
         request.member_id,
@@ -186,19 +203,21 @@ async def handle_sync_group(broker: Broker, conn: Connection, header: RequestHea
     return response
 
 
-async def handle_heartbeat(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if not _may_read_group(broker, conn, header, request.group_id):
+async def handle_heartbeat(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if not _may_read_group(services, context, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED}
-    error = _coordinator(broker).heartbeat(
+    error = _coordinator(services).heartbeat(
         request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
     )
     return {"throttle_time": 0, "error_code": error}
 
 
-async def handle_leave_group(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if not _may_read_group(broker, conn, header, request.group_id):
+async def handle_leave_group(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if not _may_read_group(services, context, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "members": []}
-    coordinator = _coordinator(broker)
+    coordinator = _coordinator(services)
     await coordinator.ensure_offsets_topic()
     if header.api_version >= 3:
         members = [(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in request.members]
@@ -230,36 +249,37 @@ class _TopicPartitionResults:
         return [{"name": t, "topic_id": tid, "partitions": parts} for (t, tid), parts in self.topics.items()]
 
 
-def _partition_exists(broker: Broker, topic: str, partition: int) -> bool | None:
+def _partition_exists(services: BrokerServices, topic: str, partition: int) -> bool | None:
     """None if the topic is unknown, else whether the partition exists."""
-    info = broker.metadata.topics.get(topic)
+    info = services.metadata.topics.get(topic)
     if info is None:
         return None
     return 0 <= partition < info.partitions
 
 
-def _request_topic_names(broker: Broker, topics: Any, by_id: bool) -> list[tuple[str, Any]]:
+def _request_topic_names(services: BrokerServices, topics: Any, by_id: bool) -> list[tuple[str, Any]]:
     """(name, topic id) of each request topic: OffsetCommit/OffsetFetch v10 name topics by id
     (an unknown id gets the name ""), earlier versions by name (topic id None)."""
     if not by_id:
         return [(t.name, None) for t in topics]
-    known = broker.metadata.topics_by_id
+    known = services.metadata.topics_by_id
     return [(known[t.topic_id].name if t.topic_id in known else "", t.topic_id) for t in topics]
 
 
-async def handle_offset_commit(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    coordinator = _coordinator(broker)
+async def handle_offset_commit(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    coordinator = _coordinator(services)
     builder = _TopicPartitionResults()
     by_id = header.api_version >= 10
-    named = _request_topic_names(broker, request.topics, by_id)
-    if not _may_read_group(broker, conn, header, request.group_id):
+    named = _request_topic_names(services, request.topics, by_id)
+    if not _may_read_group(services, context, header, request.group_id):
         # OffsetCommitRequest.getErrorResponse: the error on every partition.
         for t, (name, topic_id) in zip(request.topics, named, strict=True):
             for p in t.partitions:
                 builder.add(name, p.partition_index, GROUP_AUTHORIZATION_FAILED, topic_id)
         return {"throttle_time": 0, "topics": builder.as_list()}
-    az = broker.authorizer
-    readable = az.filter(conn, header, AclOperation.READ, ResourceType.TOPIC, [n for n, _ in named if n]) if az.enabled else None
+    az = services.authorizer
+    readable = az.filter(context, header, AclOperation.READ, ResourceType.TOPIC, [n for n, _ in named if n]) if az.enabled else None
     valid: list[tuple[str, list[tuple[int, int, int, str | None]]]] = []
     ids: dict[str, Any] = {}  # name -> the topic id the request named it by (v10)
     for t, (name, topic_id) in zip(request.topics, named, strict=True):
@@ -273,13 +293,13 @@ async def handle_offset_commit(broker: Broker, conn: Connection, header: Request
             for p in t.partitions:
                 builder.add(name, p.partition_index, TOPIC_AUTHORIZATION_FAILED, topic_id)
             continue
-        if broker.metadata.topics.get(name) is None:
+        if services.metadata.topics.get(name) is None:
             for p in t.partitions:
                 builder.add(name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION, topic_id)
             continue
         good = []
         for p in t.partitions:
-            if _partition_exists(broker, name, p.partition_index):
+            if _partition_exists(services, name, p.partition_index):
                 good.append((p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
             else:
                 builder.add(name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION, topic_id)
@@ -307,33 +327,33 @@ def _offset_fetch_errors(topics: list[tuple[str, Any, list[int]]], code: int) ->
         for p in parts]} for t, tid, parts in topics]
 
 
-def _fetch_group(broker: Broker, conn: Connection, header: RequestHeader, group_id: str, topics: Any,
+def _fetch_group(services: BrokerServices, context: RequestContext, header: RequestHeader, group_id: str, topics: Any,
                  require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1) -> dict[str, Any]:
     """One group of an OffsetFetch, as KafkaApis answers it: DESCRIBE on the group, and on each
     topic (the others are left out of an all-topics answer, or answered TOPIC_AUTHORIZATION_FAILED
     after the rest when named). From v10 topics are named by id: an unknown id is answered
     UNKNOWN_TOPIC_ID after the group's offsets, and each answered topic carries its id."""
-    az = broker.authorizer
-    if not az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+    az = services.authorizer
+    if not az.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return {"group_id": group_id, "error_code": GROUP_AUTHORIZATION_FAILED, "topics": []}
     by_id = header.api_version >= 10
     unknown_ids: list[tuple[str, Any, list[int]]] = []
     wanted = None
     if topics is not None:
-        named = _request_topic_names(broker, topics, by_id)
+        named = _request_topic_names(services, topics, by_id)
         unknown_ids = [("", tid, list(t.partition_indexes)) for t, (n, tid) in zip(topics, named, strict=True) if by_id and not n]
         wanted = [(n, list(t.partition_indexes)) for t, (n, _) in zip(topics, named, strict=True) if n or not by_id]
     denied: list[tuple[str, list[int]]] = []
     if az.enabled and wanted is not None:
-        describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _ in wanted])
+        describable = az.filter(context, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _ in wanted])
         denied = [(t, parts) for t, parts in wanted if t not in describable]
         wanted = [(t, parts) for t, parts in wanted if t in describable]
-    error, result = _coordinator(broker).fetch_offsets(group_id, wanted, require_stable, member_id, member_epoch)
+    error, result = _coordinator(services).fetch_offsets(group_id, wanted, require_stable, member_id, member_epoch)
     if az.enabled and wanted is None and not error:
-        describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _ in result])
+        describable = az.filter(context, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t for t, _ in result])
         result = [(t, rows) for t, rows in result if t in describable]
     def topic_id(name: str) -> Any:
-        info = broker.metadata.topics.get(name) if by_id else None
+        info = services.metadata.topics.get(name) if by_id else None
         return info.topic_id if info is not None else None
 
     out = [{"name": t, "topic_id": topic_id(t), "partitions": rows} for t, rows in result]
@@ -343,14 +363,15 @@ def _fetch_group(broker: Broker, conn: Connection, header: RequestHeader, group_
     return {"group_id": group_id, "error_code": error, "topics": out}
 
 
-async def handle_offset_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_offset_fetch(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
     version = header.api_version
     if version >= 8:
         # v9+ name the consumer-protocol member (member id and epoch), checked by consumer groups
-        return {"throttle_time": 0, "groups": [_fetch_group(broker, conn, header, g.group_id, g.topics, request.require_stable,
+        return {"throttle_time": 0, "groups": [_fetch_group(services, context, header, g.group_id, g.topics, request.require_stable,
                                                             getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
                                                 for g in request.groups]}
-    group = _fetch_group(broker, conn, header, request.group_id, request.topics, bool(getattr(request, "require_stable", False)))
+    group = _fetch_group(services, context, header, request.group_id, request.topics, bool(getattr(request, "require_stable", False)))
     error = group["error_code"]
     if version < 2 and error:
         # No top-level error before v2: Kafka puts the group error on every partition.
@@ -359,15 +380,18 @@ async def handle_offset_fetch(broker: Broker, conn: Connection, header: RequestH
                 {"partition_index": p["partition_index"], "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": error}
                 for p in t["partitions"]
             ]
-    return {"throttle_time": 0, "error_code": error, "topics": group["topics"]}
+    # Topic ids are v10's, inside groups: the top-level topics of v0-7 name topics only.
+    topics = [{"name": t["name"], "partitions": t["partitions"]} for t in group["topics"]]
+    return {"throttle_time": 0, "error_code": error, "topics": topics}
 
 
-async def handle_offset_delete(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    coordinator = _coordinator(broker)
-    az = broker.authorizer
-    if not az.authorize(conn, header, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+async def handle_offset_delete(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    coordinator = _coordinator(services)
+    az = services.authorizer
+    if not az.authorize(context, header, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "topics": []}
-    readable = az.filter(conn, header, AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics]) if az.enabled else None
+    readable = az.filter(context, header, AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics]) if az.enabled else None
     builder = _TopicPartitionResults()
     valid: list[tuple[str, list[int]]] = []
     for t in request.topics:
@@ -375,13 +399,13 @@ async def handle_offset_delete(broker: Broker, conn: Connection, header: Request
             for p in t.partitions:
                 builder.add(t.name, p.partition_index, TOPIC_AUTHORIZATION_FAILED)
             continue
-        if broker.metadata.topics.get(t.name) is None:
+        if services.metadata.topics.get(t.name) is None:
             for p in t.partitions:
                 builder.add(t.name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION)
             continue
         good = []
         for p in t.partitions:
-            if _partition_exists(broker, t.name, p.partition_index):
+            if _partition_exists(services, t.name, p.partition_index):
                 good.append(p.partition_index)
             else:
                 builder.add(t.name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION)
@@ -401,36 +425,39 @@ async def handle_offset_delete(broker: Broker, conn: Connection, header: Request
 # ---- ListGroups (16), DescribeGroups (15), DeleteGroups (42) ------------------------------------
 
 
-async def handle_list_groups(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    az = broker.authorizer
-    error, groups = _coordinator(broker).list_groups(getattr(request, "states_filter", ()), getattr(request, "types_filter", ()))
-    if az.enabled and not az.authorize_cluster(conn, header, AclOperation.DESCRIBE, log_denied=False):
+async def handle_list_groups(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    az = services.authorizer
+    error, groups = _coordinator(services).list_groups(getattr(request, "states_filter", ()), getattr(request, "types_filter", ()))
+    if az.enabled and not az.authorize_cluster(context, header, AclOperation.DESCRIBE, log_denied=False):
         # Without DESCRIBE on the cluster, only the groups the client may describe.
-        groups = [g for g in groups if az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, g["group_id"], log_denied=False)]
+        groups = [g for g in groups if az.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, g["group_id"], log_denied=False)]
     return {"throttle_time": 0, "error_code": error, "groups": groups}
 
 
-async def handle_describe_groups(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    az = broker.authorizer
+async def handle_describe_groups(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    az = services.authorizer
     wanted = list(request.groups)
     # DESCRIBE on each group: the others are answered first, GROUP_AUTHORIZATION_FAILED (DescribeGroupsResponse.groupError).
-    denied = [g for g in wanted if not az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, g)]
+    denied = [g for g in wanted if not az.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, g)]
     refused = [{"group_id": g, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_state": "", "protocol_type": "",
                 "protocol_data": "", "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for g in denied]
     include_ops = bool(getattr(request, "include_authorized_operations", False))
-    groups = _coordinator(broker).describe_groups([g for g in wanted if g not in denied], header.api_version, include_ops)
+    groups = _coordinator(services).describe_groups([g for g in wanted if g not in denied], header.api_version, include_ops)
     if az.enabled and include_ops and header.api_version >= 3:
         for g in groups:
             if g["error_code"] == errors.NONE:
-                g["authorized_operations"] = az.authorized_operations(conn, ResourceType.GROUP, g["group_id"])
+                g["authorized_operations"] = az.authorized_operations(context, ResourceType.GROUP, g["group_id"])
     return {"throttle_time": 0, "groups": refused + groups}
 
 
-async def handle_delete_groups(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    coordinator = _coordinator(broker)
+async def handle_delete_groups(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    coordinator = _coordinator(services)
     names = list(dict.fromkeys(request.groups_names))
-    az = broker.authorizer
-    deletable = az.filter(conn, header, AclOperation.DELETE, ResourceType.GROUP, names) if az.enabled else set(names)
+    az = services.authorizer
+    deletable = az.filter(context, header, AclOperation.DELETE, ResourceType.GROUP, names) if az.enabled else set(names)
     allowed = [g for g in names if g in deletable]
     results = []
     if allowed or not az.enabled:

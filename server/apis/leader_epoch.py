@@ -24,14 +24,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.storage.log import LEADER_EPOCH, Log
 
 from ..security.acls import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 FENCED_LEADER_EPOCH = errors.FENCED_LEADER_EPOCH
 UNKNOWN_LEADER_EPOCH = errors.UNKNOWN_LEADER_EPOCH
@@ -57,10 +56,10 @@ def end_offset_for(lg: Log, partition: int, requested: int) -> dict[str, Any]:
     return _result(partition, epoch=requested, end_offset=lg.log_start_offset)
 
 
-def offset_for_partition(broker: Broker, topic: str, partition: int, current_leader_epoch: int, requested: int) -> dict[str, Any]:
-    lg = broker.log_manager.get_log(topic, partition)
+def offset_for_partition(services: BrokerServices, topic: str, partition: int, current_leader_epoch: int, requested: int) -> dict[str, Any]:
+    lg = services.log_manager.get_log(topic, partition)
     if lg is None:
-        return _result(partition, errors.UNKNOWN_TOPIC_OR_PARTITION)
+        return _result(partition, services.replica_manager.missing_log_error(topic, partition))
     if current_leader_epoch != NO_PARTITION_LEADER_EPOCH:
         if current_leader_epoch < LEADER_EPOCH:
             return _result(partition, FENCED_LEADER_EPOCH)
@@ -69,13 +68,14 @@ def offset_for_partition(broker: Broker, topic: str, partition: int, current_lea
     return end_offset_for(lg, partition, requested)
 
 
-async def handle_offset_for_leader_epoch(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_offset_for_leader_epoch(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
     # KafkaApis: CLUSTER_ACTION on the cluster (brokers) or DESCRIBE on each topic (consumers,
     # KIP-320); the other topics come after, TOPIC_AUTHORIZATION_FAILED on each partition.
-    az = broker.authorizer
+    header = context.header
+    az = services.authorizer
     describable = None
-    if az.enabled and not az.authorize_cluster(conn, header, AclOperation.CLUSTER_ACTION, log_denied=False):
-        describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t.topic for t in request.topics])
+    if az.enabled and not az.authorize_cluster(context, header, AclOperation.CLUSTER_ACTION, log_denied=False):
+        describable = az.filter(context, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t.topic for t in request.topics])
     topics, unauthorized = [], []
     for t in request.topics:
         if describable is not None and t.topic not in describable:
@@ -83,7 +83,7 @@ async def handle_offset_for_leader_epoch(broker: Broker, conn: Connection, heade
                 _result(p.partition, errors.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions]})
             continue
         parts = [
-            offset_for_partition(broker, t.topic, p.partition, getattr(p, "current_leader_epoch", NO_PARTITION_LEADER_EPOCH), p.leader_epoch)
+            offset_for_partition(services, t.topic, p.partition, getattr(p, "current_leader_epoch", NO_PARTITION_LEADER_EPOCH), p.leader_epoch)
             for p in t.partitions
         ]
         topics.append({"topic": t.topic, "partitions": parts})

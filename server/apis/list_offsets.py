@@ -10,7 +10,6 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.records import decode_batches
 from kafka_sidecar.storage.log import LEADER_EPOCH, Log
 
@@ -18,8 +17,8 @@ from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 LATEST = -1
 EARLIEST = -2
@@ -35,7 +34,7 @@ MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATE
 
 
 def _answer(index: int, timestamp: int, offset: int, epoch: int = LEADER_EPOCH, code: int = errors.NONE) -> dict[str, Any]:
-    return {"partition_index": index, "error_code": code, "timestamp": timestamp, "offset": offset, "leader_epoch": epoch, "old_style_offsets": []}
+    return {"partition_index": index, "error_code": code, "timestamp": timestamp, "offset": offset, "leader_epoch": epoch}
 
 
 def _error(index: int, code: int) -> dict[str, Any]:
@@ -84,8 +83,9 @@ def _max_timestamp(lg: Log, index: int) -> dict[str, Any]:
     return _answer(index, -1, -1, -1)
 
 
-async def handle_list_offsets(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    lm = broker.log_manager
+async def handle_list_offsets(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    lm = services.log_manager
     isolation = getattr(request, "isolation_level", 0)
     topics = []
     version = header.api_version
@@ -93,8 +93,8 @@ async def handle_list_offsets(broker: Broker, conn: Connection, header: RequestH
     named = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
     duplicates = {tp for tp, n in named.items() if n > 1}
     # DESCRIBE on each topic (KafkaApis): the others are answered after the rest, TOPIC_AUTHORIZATION_FAILED.
-    az = broker.authorizer
-    describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t.name for t in request.topics]) if az.enabled else None
+    az = services.authorizer
+    describable = az.filter(context, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [t.name for t in request.topics]) if az.enabled else None
     unauthorized = []
     for t in request.topics:
         if describable is not None and t.name not in describable:
@@ -110,7 +110,7 @@ async def handle_list_offsets(broker: Broker, conn: Connection, header: RequestH
                 continue
             lg = lm.get_log(t.name, p.partition_index)
             if lg is None:
-                parts.append(_error(p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                parts.append(_error(p.partition_index, services.replica_manager.missing_log_error(t.name, p.partition_index)))
             else:
                 parts.append(offset_for(lg, p.partition_index, p.timestamp, isolation))
         topics.append({"name": t.name, "partitions": parts})

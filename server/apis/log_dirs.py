@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.framing import RequestHeader
 
 from ..security.acls import AclOperation
 from ..security.authorizer import CLUSTER_AUTHORIZATION_FAILED
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 
 def _space(path: Path) -> tuple[int, int]:
@@ -32,9 +31,9 @@ def _space(path: Path) -> tuple[int, int]:
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
-def _describe(broker: Broker, request: Any) -> list[dict[str, Any]]:
+def _describe(services: BrokerServices, request: Any) -> list[dict[str, Any]]:
     """One result for the data dir; runs in the storage thread (segment sizes, statvfs)."""
-    lm = broker.log_manager
+    lm = services.log_manager
     log_dir = str(Path(lm.data_dir).absolute())
     if request.topics is None:
         wanted = None
@@ -64,8 +63,9 @@ def _describe(broker: Broker, request: Any) -> list[dict[str, Any]]:
     }]
 
 
-async def handle_describe_log_dirs(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if not broker.authorizer.authorize_cluster(conn, header, AclOperation.DESCRIBE):
+async def handle_describe_log_dirs(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if not services.authorizer.authorize_cluster(context, header, AclOperation.DESCRIBE):
         return {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED, "results": []}
-    results = await broker.run_blocking(_describe, broker, request)
+    results = await services.run_blocking(_describe, services, request)
     return {"throttle_time": 0, "error_code": errors.NONE, "results": results}

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.topic import INTERNAL_TOPICS, InvalidTopicError, validate_topic_name
 from kafka_sidecar.storage.topic_registry import TopicInfo
 
@@ -14,8 +13,8 @@ from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
 from .topics import auto_create_topic
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 # Kafka's "authorized operations not requested" marker.
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
@@ -24,8 +23,10 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 # them (TOPIC 3576, CLUSTER 8096), else the ones its ACLs allow.
 
 
-def topic_metadata(broker: Broker, info: TopicInfo) -> dict[str, Any]:
-    node = broker.node_id
+def topic_metadata(services: BrokerServices, info: TopicInfo) -> dict[str, Any]:
+    node = services.node_id
+    # A cluster node (serve --processes N) names each partition's leader by the static placement.
+    leader = services.cluster.placement.leader if services.cluster is not None else None
     return {
         "error_code": errors.NONE,
         "name": info.name,
@@ -35,10 +36,10 @@ def topic_metadata(broker: Broker, info: TopicInfo) -> dict[str, Any]:
             {
                 "error_code": errors.NONE,
                 "partition_index": p,
-                "leader_id": node,
+                "leader_id": (n := node if leader is None else leader(info.name, p)),
                 "leader_epoch": 0,
-                "replica_nodes": [node],
-                "isr_nodes": [node],
+                "replica_nodes": [n],
+                "isr_nodes": [n],
                 "offline_replicas": [],
             }
             for p in range(info.partitions)
@@ -66,11 +67,11 @@ def _valid_name(name: str) -> bool:
     return True
 
 
-async def _named_topics(broker: Broker, names: list[str], allow_auto: bool) -> list[dict[str, Any]]:
+async def _named_topics(services: BrokerServices, names: list[str], allow_auto: bool) -> list[dict[str, Any]]:
     """Kafka's KafkaApis.getTopicMetadata: the topics that exist (in request order), then the
     others: with auto-creation, invalid names (17) before the ones being created (3)."""
-    found = [topic_metadata(broker, broker.metadata.topics[n]) for n in names if n in broker.metadata.topics]
-    missing = [n for n in names if n not in broker.metadata.topics]
+    found = [topic_metadata(services, services.metadata.topics[n]) for n in names if n in services.metadata.topics]
+    missing = [n for n in names if n not in services.metadata.topics]
     if not allow_auto:
         return found + [
             _error_topic(n, errors.UNKNOWN_TOPIC_OR_PARTITION if _valid_name(n) else errors.INVALID_TOPIC_EXCEPTION)
@@ -81,7 +82,7 @@ async def _named_topics(broker: Broker, names: list[str], allow_auto: bool) -> l
     for n in missing:
         if _valid_name(n):
             # Kafka answers UNKNOWN_TOPIC_OR_PARTITION while creating; the topic is there next time.
-            created.append(_error_topic(n, await auto_create_topic(broker, n)))
+            created.append(_error_topic(n, await auto_create_topic(services, n)))
     return found + invalid + created
 
 
@@ -96,11 +97,12 @@ def _unauthorized_topic(name: str | None, topic_id: Any = None, is_internal: boo
     }
 
 
-async def handle_metadata(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_metadata(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
     """KafkaApis.handleTopicMetadataRequest: topics the client may not DESCRIBE are left out of an
     all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (without their id, or
     without their name when asked by id); auto-creation needs CREATE on the cluster or the topic."""
-    az = broker.authorizer
+    header = context.header
+    az = services.authorizer
     version = header.api_version
     requested = request.topics
     if version < 12 and requested and any(
@@ -115,58 +117,64 @@ async def handle_metadata(broker: Broker, conn: Connection, header: RequestHeade
     all_topics = requested is None or (version == 0 and not requested)
     unauthorized: list[dict[str, Any]] = []
     if all_topics:
-        infos = list(broker.metadata.topics.values())
+        infos = list(services.metadata.topics.values())
         if az.enabled:
             # Topics the client may not describe are left out (and their denial not logged).
-            allowed = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [i.name for i in infos], log_denied=False)
+            allowed = az.filter(context, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [i.name for i in infos], log_denied=False)
             infos = [i for i in infos if i.name in allowed]
-        topics = [topic_metadata(broker, info) for info in infos]
+        topics = [topic_metadata(services, info) for info in infos]
         described = topics
     elif topic_ids:
         # By topic id (v12+): the unknown ids first, then the topics the known ones name.
         ids = list(dict.fromkeys(topic_ids))
-        unknown = [_error_topic(None, errors.UNKNOWN_TOPIC_ID, i) for i in ids if i not in broker.metadata.topics_by_id]
-        known = [broker.metadata.topics_by_id[i] for i in ids if i in broker.metadata.topics_by_id]
+        unknown = [_error_topic(None, errors.UNKNOWN_TOPIC_ID, i) for i in ids if i not in services.metadata.topics_by_id]
+        known = [services.metadata.topics_by_id[i] for i in ids if i in services.metadata.topics_by_id]
         if az.enabled:
-            allowed = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [i.name for i in known])
+            allowed = az.filter(context, header, AclOperation.DESCRIBE, ResourceType.TOPIC, [i.name for i in known])
             # Topic ids are not secret: the id is answered, the name is not.
             unauthorized = [_unauthorized_topic(None, i.topic_id) for i in known if i.name not in allowed]
             known = [i for i in known if i.name in allowed]
-        described = [topic_metadata(broker, info) for info in known]
+        described = [topic_metadata(services, info) for info in known]
         topics = unknown + described
     else:
-        allow_auto = getattr(request, "allow_auto_topic_creation", True) and bool(broker.config.get("auto.create.topics.enable"))
+        allow_auto = getattr(request, "allow_auto_topic_creation", True) and bool(services.config.get("auto.create.topics.enable"))
         names = list(dict.fromkeys(t.name for t in requested))
         if az.enabled:
-            allowed = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+            allowed = az.filter(context, header, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
             denied_describe = [n for n in names if n not in allowed]
             names = [n for n in names if n in allowed]
             denied_create: list[str] = []
-            missing = [n for n in names if n not in broker.metadata.topics]
-            if allow_auto and missing and not az.authorize_cluster(conn, header, AclOperation.CREATE, log_denied=False):
-                creatable = az.filter(conn, header, AclOperation.CREATE, ResourceType.TOPIC, missing)
+            missing = [n for n in names if n not in services.metadata.topics]
+            if allow_auto and missing and not az.authorize_cluster(context, header, AclOperation.CREATE, log_denied=False):
+                creatable = az.filter(context, header, AclOperation.CREATE, ResourceType.TOPIC, missing)
                 denied_create = [n for n in missing if n not in creatable]
                 names = [n for n in names if n not in denied_create]
             # The existence of topics the client may not describe is not disclosed (no id either).
             unauthorized = [_unauthorized_topic(n, None, n in INTERNAL_TOPICS) for n in denied_create]
             unauthorized += [_unauthorized_topic(n) for n in denied_describe]
-        topics = described = await _named_topics(broker, names, allow_auto)
+        topics = described = await _named_topics(services, names, allow_auto)
     if version >= 8 and getattr(request, "include_topic_authorized_operations", False):
         for t in described:
-            t["topic_authorized_operations"] = az.authorized_operations(conn, ResourceType.TOPIC, t["name"])
+            t["topic_authorized_operations"] = az.authorized_operations(context, ResourceType.TOPIC, t["name"])
     cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
     if 8 <= version <= 10 and getattr(request, "include_cluster_authorized_operations", False):
-        if az.authorize_cluster(conn, header, AclOperation.DESCRIBE):
-            cluster_operations = az.authorized_operations(conn, ResourceType.CLUSTER, CLUSTER_NAME)
+        if az.authorize_cluster(context, header, AclOperation.DESCRIBE):
+            cluster_operations = az.authorized_operations(context, ResourceType.CLUSTER, CLUSTER_NAME)
         else:
             cluster_operations = 0
     # Kafka answers with the advertised endpoint of the listener this client connected through.
-    host, port = broker.endpoint_for(getattr(conn, "listener", None))
+    host, port = services.endpoint_for(context.listener)
+    if services.cluster is not None:  # every node of the cluster, as the layout advertises them
+        brokers = services.cluster.brokers(context.listener)
+        controller = services.cluster.controller_id
+    else:
+        brokers = [{"node_id": services.node_id, "host": host, "port": port, "rack": None}]
+        controller = services.node_id
     return {
         "throttle_time": 0,
-        "brokers": [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}],
-        "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
+        "brokers": brokers,
+        "cluster_id": services.cluster_id,
+        "controller_id": controller,
         "topics": topics + unauthorized,
         "cluster_authorized_operations": cluster_operations,
         "error_code": errors.NONE,

@@ -19,7 +19,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.record_batch import (
     CONTROL_MASK,
     LOG_OVERHEAD,
@@ -35,6 +34,7 @@ from kafka_sidecar.storage.log import Log, StorageError
 from kafka_sidecar.storage.log_validator import RecordValidationError, validate_records
 from kafka_sidecar.storage.producer_state import ProducerStateError
 
+from ..request_context import Throttled
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import (
     TOPIC_AUTHORIZATION_FAILED,
@@ -43,8 +43,8 @@ from ..security.authorizer import (
 )
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -71,19 +71,22 @@ _RETRIABLE_VERIFICATION = {
 }
 
 
-def verify_transactional_partition(broker: Broker, lg: Log, headers: list[BatchHeader], transactional_id: str | None,
-                                   version: int) -> tuple[int, str | None]:
+def verify_transactional_partition(services: BrokerServices, lg: Log, headers: list[BatchHeader], transactional_id: str | None,
+                                   version: int, verified: dict[tuple[str, int], int] | None = None) -> tuple[int, str | None]:
     """KIP-890 part 1 (``transaction.partition.verification.enable``, on by default): before the
     first transactional batch of a transaction is appended to a partition, ask the transaction
     coordinator whether the partition was added to it (ReplicaManager's verification, with
     AddPartitionsToTxnManager's error translation). Returns (error code, error message)."""
-    coordinator = getattr(broker, "transaction_coordinator", None)
-    if transactional_id is None or coordinator is None or not broker.config.get("transaction.partition.verification.enable"):
+    coordinator = services.transaction_coordinator
+    if transactional_id is None or coordinator is None or not services.config.get("transaction.partition.verification.enable"):
         return errors.NONE, None
     h = next(h for h in headers if h.is_transactional)
     if lg.has_ongoing_transaction(h.producer_id):
         return errors.NONE, None  # already verified: the transaction is open here (Kafka's SENTINEL guard)
-    code = coordinator.verify_partition(transactional_id, h.producer_id, h.producer_epoch, lg.topic, lg.partition)
+    if verified is not None and (lg.topic, lg.partition) in verified:  # asked of the coordinator node (server/cluster/txn_verify.py)
+        code = verified[lg.topic, lg.partition]
+    else:
+        code = coordinator.verify_partition(transactional_id, h.producer_id, h.producer_epoch, lg.topic, lg.partition)
     if code == errors.NONE:
         return errors.NONE, None
     if code == errors.PRODUCER_FENCED:
@@ -98,8 +101,9 @@ def verify_transactional_partition(broker: Broker, lg: Log, headers: list[BatchH
     return code, None
 
 
-def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, version: int, client: str | None,
-                  flushes: list[tuple[asyncio.Future[None], dict[str, Any]]], transactional_id: str | None = None) -> dict[str, Any]:
+def append_to_log(services: BrokerServices, lg: Log, index: int, records: bytes | None, version: int, client: str | None,
+                  flushes: list[tuple[asyncio.Future[None], dict[str, Any]]], transactional_id: str | None = None,
+                  verified: dict[tuple[str, int], int] | None = None) -> dict[str, Any]:
     """Validate and append one partition's records, in Kafka's order: the request checks
     (ProduceRequest.validateRecords), the batch checks (size, CRC), the record checks
     (LogValidator), the segment size. Like Kafka, only record-validation errors carry an
@@ -153,12 +157,12 @@ def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, ve
                  topic, index, client, len(records), config.segment_bytes)
         return _partition_result(index, errors.RECORD_LIST_TOO_LARGE)
     if attributes & TRANSACTIONAL_MASK:
-        code, message = verify_transactional_partition(broker, lg, headers, transactional_id, version)
+        code, message = verify_transactional_partition(services, lg, headers, transactional_id, version, verified)
         if code != errors.NONE:
             log.info("rejected transactional produce to %s-%d from %s (transactional id %r): error %d", topic, index, client, transactional_id, code)
             return _partition_result(index, code, message)
     try:
-        info, flush = broker.replica_manager.append_records(lg, bytearray(records), headers)
+        info, flush = services.replica_manager.append_records(lg, bytearray(records), headers)
     except ProducerStateError as e:
         log.info("rejected produce to %s-%d from %s: %s", topic, index, client, e)
         # Kafka answers these with no message and the partition's log start offset.
@@ -173,11 +177,11 @@ def append_to_log(broker: Broker, lg: Log, index: int, records: bytes | None, ve
     return result
 
 
-def _topic_names(broker: Broker, request: Any, version: int) -> list[str | None]:
+def _topic_names(services: BrokerServices, request: Any, version: int) -> list[str | None]:
     """Each request topic's name: by name before v13, by topic id from v13 (None: no such id)."""
     if version < 13:
         return [t.name for t in request.topic_data]
-    by_id = broker.metadata.topics_by_id
+    by_id = services.metadata.topics_by_id
     return [by_id[t.topic_id].name if t.topic_id in by_id else None for t in request.topic_data]
 
 
@@ -186,24 +190,25 @@ def _topic_key(t: Any, name: str | None) -> dict[str, Any]:
     return {"name": name if name is not None else "", "topic_id": getattr(t, "topic_id", None)}
 
 
-async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any] | None:
-    lm = broker.log_manager
+async def handle_produce(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any] | Throttled | None:
+    header = context.header
+    lm = services.log_manager
     # Client quotas (server/quotas): nothing more than this attribute while none is set.
-    quotas = broker.client_quotas
+    quotas = services.client_quotas
     started = time.perf_counter_ns() if quotas.active else 0
-    names = _topic_names(broker, request, header.api_version)
+    names = _topic_names(services, request, header.api_version)
     acks = request.acks
     responses = []
     # flush.messages reached: (the fsync the ReplicaManager started off the loop, the result it holds back)
     flushes: list[tuple[asyncio.Future[None], dict[str, Any]]] = []
     writable = None
-    az = broker.authorizer
+    az = services.authorizer
     # KafkaApis.handleProduceRequest: transactional records need a transactional id and WRITE on it
     # (else the whole request fails; without an authorizer only the id is required), then each
     # topic needs WRITE.
     if has_transactional_records(request) and (
         request.transactional_id is None
-        or (az.enabled and not az.authorize(conn, header, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id))
+        or (az.enabled and not az.authorize(context, header, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id))
     ):
         if acks == 0:
             return None
@@ -212,13 +217,20 @@ async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader
             for t, name in zip(request.topic_data, names, strict=True)
         ], "throttle_time": 0}
     if az.enabled:
-        writable = az.filter(conn, header, AclOperation.WRITE, ResourceType.TOPIC, [n for n in names if n is not None])
+        writable = az.filter(context, header, AclOperation.WRITE, ResourceType.TOPIC, [n for n in names if n is not None])
     # A topic named twice gets one answer, its partitions in request order (Kafka answers from a
     # map keyed by topic and partition).
     by_topic: dict[tuple[str | None, Any], list[dict[str, Any]]] = {}
     acks_valid = acks in (0, 1, -1)
     version, client_id = header.api_version, header.client_id
     transactional_id = getattr(request, "transactional_id", None)
+    verified = None
+    if services.cluster is not None and transactional_id is not None and has_transactional_records(request):
+        from ..cluster.txn_verify import (
+            verify_elsewhere,  # a coordinator on another node of the cluster
+        )
+
+        verified = await verify_elsewhere(services, request, names, transactional_id)
     for t, name in zip(request.topic_data, names, strict=True):
         topic_id = getattr(t, "topic_id", None)
         key = (name, topic_id)
@@ -242,24 +254,21 @@ async def handle_produce(broker: Broker, conn: Connection, header: RequestHeader
             lg = lm.get_log(name, p.index)
             if lg is None:
                 log.info("rejected produce to %s-%d from %s: unknown topic or partition", name, p.index, client_id)
-                results.append(_partition_result(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                results.append(_partition_result(p.index, services.replica_manager.missing_log_error(name, p.index)))
                 continue
-            results.append(append_to_log(broker, lg, p.index, p.records, version, client_id, flushes, transactional_id))
+            results.append(append_to_log(services, lg, p.index, p.records, version, client_id, flushes, transactional_id, verified))
     throttle = 0
     if started:
         # KafkaApis: the request's bytes against producer_byte_rate, its handler time against
         # request_percentage; over quota, the answer says how long and the connection is muted
         # for that long after it (KIP-219).
-        throttle = quotas.throttle_produce(conn.principal, header.client_id, conn.request_size,
+        throttle = quotas.throttle_produce(context.principal, header.client_id, context.request_size,
                                            time.perf_counter_ns() - started, acks)
-        if throttle:
-            conn.throttle_until = time.monotonic() + throttle / 1000
     for flush, result in flushes:
         # The durability rule (server/replica_manager.py): acknowledged only once fsynced.
         try:
             await flush
         except OSError:  # logged by the ReplicaManager
             result.update(error_code=errors.KAFKA_STORAGE_ERROR, base_offset=-1, log_append_time=-1, log_start_offset=-1)
-    if acks == 0:
-        return None
-    return {"responses": responses, "throttle_time": throttle}
+    response = None if acks == 0 else {"responses": responses, "throttle_time": throttle}
+    return Throttled(response, throttle) if throttle else response

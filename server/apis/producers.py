@@ -14,15 +14,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.topic import InvalidTopicError, validate_topic_name
 from kafka_sidecar.storage.log import Log
 
 from ..security.acls import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 TOPIC_AUTHORIZATION_FAILED_MESSAGE = "Topic authorization failed."
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
@@ -45,9 +44,10 @@ def active_producers(lg: Log) -> list[dict[str, Any]]:
         ]
 
 
-async def handle_describe_producers(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    lm = broker.log_manager
-    az = broker.authorizer
+async def handle_describe_producers(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    lm = services.log_manager
+    az = services.authorizer
     topics = []
     for t in request.topics:
         error: tuple[int, str] | None = None
@@ -55,9 +55,9 @@ async def handle_describe_producers(broker: Broker, conn: Connection, header: Re
             validate_topic_name(t.name)
         except InvalidTopicError as e:
             error = (errors.INVALID_TOPIC_EXCEPTION, str(e))
-        if error is None and az.enabled and not az.authorize(conn, header, AclOperation.READ, ResourceType.TOPIC, t.name):
+        if error is None and az.enabled and not az.authorize(context, header, AclOperation.READ, ResourceType.TOPIC, t.name):
             error = (errors.TOPIC_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED_MESSAGE)
-        if error is None and t.name not in broker.metadata.topics:
+        if error is None and t.name not in services.metadata.topics:
             error = (errors.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_MESSAGE)
         parts = []
         for index in t.partition_indexes:

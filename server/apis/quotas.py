@@ -25,8 +25,8 @@ from ..quotas.connections import is_ip
 from ..quotas.store import Alteration, Entity, QuotaError, java_order
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +34,13 @@ _CLUSTER_DENIED = "Cluster authorization failed."
 _locks: dict[int, asyncio.Lock] = {}
 
 
-def _authorized(broker: Broker, conn: Connection, header: RequestHeader, operation: str) -> bool:
-    az = getattr(broker, "authorizer", None)
+def _authorized(services: BrokerServices, context: RequestContext, header: RequestHeader, operation: str) -> bool:
+    az = services.authorizer
     if az is None:
         return True
     from ..security.acls import AclOperation
 
-    return bool(az.authorize_cluster(conn, header, getattr(AclOperation, operation)))
+    return bool(az.authorize_cluster(context, header, getattr(AclOperation, operation)))
 
 
 def _entity_data(entity: Entity, ordered: bool = False) -> list[dict[str, Any]]:
@@ -49,12 +49,13 @@ def _entity_data(entity: Entity, ordered: bool = False) -> list[dict[str, Any]]:
     return [{"entity_type": t, "entity_name": d[t]} for t in (list(d) if ordered else java_order(list(d)))]
 
 
-async def handle_describe_client_quotas(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if not _authorized(broker, conn, header, "DESCRIBE_CONFIGS"):
+async def handle_describe_client_quotas(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if not _authorized(services, context, header, "DESCRIBE_CONFIGS"):
         return _error(CLUSTER_AUTHORIZATION_FAILED, _CLUSTER_DENIED)
     components = [(c.entity_type, c.match_type, c.match) for c in request.components]
     try:
-        found = broker.client_quotas.store.describe(components, bool(getattr(request, "strict", False)))
+        found = services.client_quotas.store.describe(components, bool(getattr(request, "strict", False)))
     except QuotaError as e:
         return _error(e.code, e.message)
     entries = [{"entity": _entity_data(entity),
@@ -75,26 +76,27 @@ def _resolvable(host: str) -> bool:
         return False
 
 
-async def handle_alter_client_quotas(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_alter_client_quotas(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
     alterations = [
         Alteration([(e.entity_type, e.entity_name) for e in entry.entity],
                    [(op.key, None if op.remove else float(op.value)) for op in entry.ops])
         for entry in request.entries
     ]
-    if not _authorized(broker, conn, header, "ALTER_CONFIGS"):
+    if not _authorized(services, context, header, "ALTER_CONFIGS"):
         return {"throttle_time": 0, "entries": [
             {"error_code": CLUSTER_AUTHORIZATION_FAILED, "error_message": _CLUSTER_DENIED,
              "entity": _entity_data(tuple(sorted(dict(a.components).items())))} for a in alterations]}
     # Host names of ip entities are resolved as InetAddress.getByName does, off the loop.
     hosts = {n for a in alterations for t, n in a.components if t == "ip" and n}
-    resolved = {h: await broker.run_blocking(_resolvable, h) for h in hosts if not is_ip(h)}
-    quotas = broker.client_quotas
-    lock = _locks.setdefault(id(broker), asyncio.Lock())
+    resolved = {h: await services.run_blocking(_resolvable, h) for h in hosts if not is_ip(h)}
+    quotas = services.client_quotas
+    lock = _locks.setdefault(id(services), asyncio.Lock())
     async with lock:
         results, after = quotas.store.alter(alterations, bool(request.validate_only), lambda h: resolved.get(h, True))
         if not request.validate_only and after != quotas.store.quotas:
             try:
-                await broker.run_blocking(quotas.store.write, quotas.store.snapshot(after))
+                await services.run_blocking(quotas.store.write, quotas.store.snapshot(after))
             except OSError as e:
                 log.error("cannot write client quotas %s: %s", quotas.store.path, e)
                 message = f"cannot write the client quotas: {e.strerror or e}"

@@ -14,32 +14,31 @@ from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.errors import (  # noqa: F401 (some re-exported)
     ILLEGAL_SASL_STATE,
 )
-from kafka_sidecar.protocol.framing import RequestHeader
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 
 
-async def handle_sasl_handshake(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    sasl = conn.sasl
+async def handle_sasl_handshake(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    sasl = context.client.sasl
     if sasl is None:
         return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
     code, mechanisms = sasl.handshake(header.api_version, request.mechanism)
     return {"error_code": code, "mechanisms": mechanisms}
 
 
-async def handle_sasl_authenticate(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    sasl = conn.sasl
+async def handle_sasl_authenticate(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    sasl = context.client.sasl
     if sasl is None:
         return {"error_code": ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime": 0,
                 "error_message": "SaslAuthenticate request received after successful authentication"}
     was_authenticated = sasl.authenticated
     out = sasl.authenticate(header.api_version, bytes(request.auth_bytes))
-    if sasl.authenticated and sasl.principal is not None:
-        conn.principal = sasl.principal
     if out.error_code == errors.NONE and sasl.authenticated and not was_authenticated:
-        broker.metrics.authentications_succeeded[getattr(conn, "listener", "PLAINTEXT")] += 1
+        services.metrics.authentications_succeeded[context.listener] += 1
     return {"error_code": out.error_code, "error_message": out.error_message,
             "auth_bytes": out.auth_bytes, "session_lifetime": out.session_lifetime_ms}

@@ -35,8 +35,8 @@ from ..security.credentials import (
 )
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -46,22 +46,23 @@ _DUPLICATE = "A user credential cannot be altered twice in the same request"
 _locks: dict[int, asyncio.Lock] = {}
 
 
-def _authorized(broker: Broker, conn: Connection, header: RequestHeader, operation: str) -> bool:
-    az = getattr(broker, "authorizer", None)
+def _authorized(services: BrokerServices, context: RequestContext, header: RequestHeader, operation: str) -> bool:
+    az = services.authorizer
     if az is None:
         return True
     from ..security.acls import AclOperation
 
-    return bool(az.authorize_cluster(conn, header, getattr(AclOperation, operation)))
+    return bool(az.authorize_cluster(context, header, getattr(AclOperation, operation)))
 
 
-async def handle_describe_user_scram_credentials(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_describe_user_scram_credentials(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
     users = [u.name for u in (request.users or ())]
-    if not _authorized(broker, conn, header, "DESCRIBE"):
+    if not _authorized(services, context, header, "DESCRIBE"):
         return {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED, "error_message": _CLUSTER_DENIED,
                 "results": [{"user": "", "error_code": CLUSTER_AUTHORIZATION_FAILED, "error_message": _CLUSTER_DENIED,
                              "credential_infos": []} for _ in users]}
-    store = broker.scram_store
+    store = services.scram_store
     if not users:
         wanted: dict[str, bool] = {u: False for u in sorted(store.credentials)}
     else:
@@ -93,12 +94,13 @@ def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[int, str] | No
     return None
 
 
-async def handle_alter_user_scram_credentials(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if not _authorized(broker, conn, header, "ALTER"):
+async def handle_alter_user_scram_credentials(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if not _authorized(services, context, header, "ALTER"):
         users = sorted({d.name for d in request.deletions} | {u.name for u in request.upsertions})
         return {"throttle_time": 0, "results": [
             {"user": u, "error_code": CLUSTER_AUTHORIZATION_FAILED, "error_message": _CLUSTER_DENIED} for u in users]}
-    store = broker.scram_store
+    store = services.scram_store
     lock = _locks.setdefault(id(store), asyncio.Lock())
     async with lock:
         deletions: dict[str, Any] = {}
@@ -140,7 +142,7 @@ async def handle_alter_user_scram_credentials(broker: Broker, conn: Connection, 
                 mech = SCRAM_BY_TYPE[u.mechanism]
                 store.upsert(u.name, mech, credential_from_salted(mech, bytes(u.salted_password), bytes(u.salt), u.iterations))
             try:
-                await broker.run_blocking(store.write, store.snapshot())
+                await services.run_blocking(store.write, store.snapshot())
             except OSError as e:
                 store.credentials = before
                 log.error("cannot write SCRAM credentials %s: %s", store.path, e)

@@ -37,8 +37,8 @@ from ..share.session import (
 from .groups import _client_host
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 # ShareFetch's share_acquire_mode: 0 batch_optimized (max_records a soft limit), 1 record_limit.
 RECORD_LIMIT_MODE = 1
@@ -46,8 +46,8 @@ _ATTRIBUTES = struct.Struct(">h")
 _PRODUCER_ID = struct.Struct(">q")
 
 
-def _coordinator(broker: Broker) -> ShareCoordinator:
-    return broker.share_coordinator
+def _coordinator(services: BrokerServices) -> ShareCoordinator:
+    return services.share_coordinator
 
 
 # While share.version is 0 (kafka-features.sh downgrade --feature share.version=0) Kafka 4.3 keeps
@@ -57,43 +57,45 @@ UNSUPPORTED_VERSION = 35
 _UNSUPPORTED_MESSAGE = "The version of API is not supported."
 
 
-def _share_disabled(broker: Broker) -> bool:
-    return not share_groups_enabled(broker)
+def _share_disabled(services: BrokerServices) -> bool:
+    return not share_groups_enabled(services.features)
 
 
-def _may_read_group(broker: Broker, conn: Connection, header: RequestHeader, group_id: str) -> bool:
-    return broker.authorizer.authorize(conn, header, AclOperation.READ, ResourceType.GROUP, group_id)
+def _may_read_group(services: BrokerServices, context: RequestContext, header: RequestHeader, group_id: str) -> bool:
+    return services.authorizer.authorize(context, header, AclOperation.READ, ResourceType.GROUP, group_id)
 
 
 # ---- ShareGroupHeartbeat (76), ShareGroupDescribe (77) ---------------------------------------
 
 
-async def handle_share_group_heartbeat(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if _share_disabled(broker):
+async def handle_share_group_heartbeat(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if _share_disabled(services):
         return {"throttle_time": 0, "error_code": UNSUPPORTED_VERSION, "error_message": None, "member_epoch": 0,
                 "heartbeat_interval": 0}
-    if not _may_read_group(broker, conn, header, request.group_id):
+    if not _may_read_group(services, context, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "member_epoch": 0, "heartbeat_interval": 0}
     topics = request.subscribed_topic_names
-    await _coordinator(broker).persister.ensure_topic()
-    await broker.group_coordinator.ensure_offsets_topic()  # the group's records (server/share/group_records.py)
-    return _coordinator(broker).heartbeat(
+    await _coordinator(services).persister.ensure_topic()
+    await services.group_coordinator.ensure_offsets_topic()  # the group's records (server/share/group_records.py)
+    return _coordinator(services).heartbeat(
         request.group_id, request.member_id, request.member_epoch, request.rack_id,
-        None if topics is None else list(topics), header.client_id or "", _client_host(conn))
+        None if topics is None else list(topics), header.client_id or "", _client_host(context))
 
 
-async def handle_share_group_describe(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if _share_disabled(broker):
+async def handle_share_group_describe(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if _share_disabled(services):
         return {"throttle_time": 0, "groups": [
             {"error_code": UNSUPPORTED_VERSION, "error_message": None, "group_id": group_id, "group_state": "",
              "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": []} for group_id in request.group_ids]}
     groups = []
     for group_id in request.group_ids:
-        if not broker.authorizer.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        if not services.authorizer.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             groups.append({"error_code": GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "group_state": "",
                            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []})
             continue
-        groups.append(_coordinator(broker).describe(group_id, request.include_authorized_operations, 0))
+        groups.append(_coordinator(services).describe(group_id, request.include_authorized_operations, 0))
     return {"throttle_time": 0, "groups": groups}
 
 
@@ -111,20 +113,20 @@ _Key = tuple[uuid.UUID, int]
 class _TopicReadCheck:
     """READ on each topic, asked once per topic name and request (Kafka's filterByAuthorized)."""
 
-    def __init__(self, broker: Broker, conn: Connection, header: RequestHeader) -> None:
-        self.broker, self.conn, self.header = broker, conn, header
+    def __init__(self, services: BrokerServices, context: RequestContext, header: RequestHeader) -> None:
+        self.services, self.context, self.header = services, context, header
         self.seen: dict[str, bool] = {}
 
     def __call__(self, topic: str) -> bool:
         ok = self.seen.get(topic)
         if ok is None:
-            ok = self.seen[topic] = self.broker.authorizer.authorize(self.conn, self.header, AclOperation.READ,
+            ok = self.seen[topic] = self.services.authorizer.authorize(self.context, self.header, AclOperation.READ,
                                                                      ResourceType.TOPIC, topic)
         return ok
 
 
-def _partition_exists(broker: Broker, topic_id: uuid.UUID, partition: int) -> bool:
-    info = broker.metadata.topics_by_id.get(topic_id)
+def _partition_exists(services: BrokerServices, topic_id: uuid.UUID, partition: int) -> bool:
+    info = services.metadata.topics_by_id.get(topic_id)
     return info is not None and 0 <= partition < info.partitions
 
 
@@ -144,15 +146,15 @@ def _valid_batches(batches: list[tuple[int, int, list[int]]], version: int, is_r
     return True
 
 
-def _acknowledge(broker: Broker, group_id: str, member_id: str, topics: Any, version: int, is_renew_ack: bool,
+def _acknowledge(services: BrokerServices, group_id: str, member_id: str, topics: Any, version: int, is_renew_ack: bool,
                  may_read: _TopicReadCheck) -> dict[_Key, int]:
     """Every partition of the request's topics, its acknowledgements applied: error per
     (topic id, partition), checked in Kafka's order (KafkaApis.handleAcknowledgements): an
     unknown topic id (a deleted topic) UNKNOWN_TOPIC_ID, malformed batches INVALID_REQUEST, no
     READ TOPIC_AUTHORIZATION_FAILED, no such partition UNKNOWN_TOPIC_OR_PARTITION, no batches
     NONE, else the share-partition's answer."""
-    coordinator = _coordinator(broker)
-    by_id = broker.metadata.topics_by_id
+    coordinator = _coordinator(services)
+    by_id = services.metadata.topics_by_id
     out: dict[_Key, int] = {}
     for t in topics:
         info = by_id.get(t.topic_id)
@@ -166,7 +168,7 @@ def _acknowledge(broker: Broker, group_id: str, member_id: str, topics: Any, ver
                 out[key] = errors.INVALID_REQUEST
             elif not may_read(info.name):
                 out[key] = errors.TOPIC_AUTHORIZATION_FAILED
-            elif not _partition_exists(broker, t.topic_id, p.partition_index):
+            elif not _partition_exists(services, t.topic_id, p.partition_index):
                 out[key] = errors.UNKNOWN_TOPIC_OR_PARTITION
             elif not batches:
                 out[key] = errors.NONE
@@ -185,14 +187,14 @@ def _partition_answer(partition: int, error: int = 0, ack_error: int = 0, record
                                  for a in acquired or []]}
 
 
-def _fetch_pass(broker: Broker, session: ShareSession, keys: list[_Key], budget: list[int],
+def _fetch_pass(services: BrokerServices, session: ShareSession, keys: list[_Key], budget: list[int],
                 record_limit: bool) -> dict[_Key, dict[str, Any]]:
     """Read and acquire on ``keys`` (Kafka's DelayedShareFetch over the partitions whose fetch
     lock it got): an answer for each partition that may acquire more, with the records acquired
     (none when there were none to acquire). ``budget`` is [records left, bytes]: the records are
     counted down over the partitions (ShareFetchUtils.processFetchResponse), the bytes shared
     evenly between them (PartitionMaxBytesStrategy UNIFORM)."""
-    coordinator = _coordinator(broker)
+    coordinator = _coordinator(services)
     out: dict[_Key, dict[str, Any]] = {}
     lockable = []
     for topic_id, partition in keys:
@@ -206,8 +208,8 @@ def _fetch_pass(broker: Broker, session: ShareSession, keys: list[_Key], budget:
         answer = out[(topic_id, partition)] = _partition_answer(partition)
         if budget[0] <= 0:
             continue
-        info = broker.metadata.topics_by_id.get(topic_id)
-        lg = broker.replica_manager.get_log(info.name, partition) if info is not None else None
+        info = services.metadata.topics_by_id.get(topic_id)
+        lg = services.replica_manager.get_log(info.name, partition) if info is not None else None
         if lg is None:
             continue
         offset = max(sp.next_fetch_offset(), lg.log_start_offset)
@@ -217,11 +219,11 @@ def _fetch_pass(broker: Broker, session: ShareSession, keys: list[_Key], budget:
             # aborted transactions are archived, never delivered (Kafka's ShareFetchUtils).
             if offset >= lg.last_stable_offset:
                 continue
-            _, data, aborted = broker.replica_manager.read_committed(lg, offset, per_partition, True)
+            _, data, aborted = services.replica_manager.read_committed(lg, offset, per_partition, True)
         else:
             if offset >= lg.high_watermark:
                 continue
-            data = broker.replica_manager.read(lg, offset, per_partition, True)
+            data = services.replica_manager.read(lg, offset, per_partition, True)
         if data is None:
             continue
         raw = data.read()
@@ -247,24 +249,24 @@ def _has_records(answers: dict[_Key, dict[str, Any]]) -> bool:
     return any(a["acquired_records"] for a in answers.values())
 
 
-def _fetch_once(broker: Broker, session: ShareSession, keys: list[_Key], max_records: int, max_bytes: int,
+def _fetch_once(services: BrokerServices, session: ShareSession, keys: list[_Key], max_records: int, max_bytes: int,
                 record_limit: bool) -> dict[_Key, dict[str, Any]]:
     """One attempt at the fetch. Share-partitions not loaded yet are loaded now, and as in Kafka
     (SharePartition.maybeInitialize completes one partition at a time, and the delayed fetch
     completes as soon as a loaded partition has data) the answer then carries the partitions
     loaded before this request and those loaded up to the first that had records."""
-    coordinator = _coordinator(broker)
+    coordinator = _coordinator(services)
     coordinator.expire_locks()
     group = session.group_id
     loaded = [k for k in keys if (group, *k) in coordinator.loaded]
     loading = [k for k in keys if (group, *k) not in coordinator.loaded]
     coordinator.loaded.update((group, *k) for k in loading)
     budget = [max_records, max_bytes]
-    answers = _fetch_pass(broker, session, loaded, budget, record_limit)
+    answers = _fetch_pass(services, session, loaded, budget, record_limit)
     for key in loading:
         if _has_records(answers):
             break
-        answers.update(_fetch_pass(broker, session, [key], budget, record_limit))
+        answers.update(_fetch_pass(services, session, [key], budget, record_limit))
     return answers
 
 
@@ -288,17 +290,17 @@ def _aborted_ranges(raw: bytes, batches: list[tuple[int, int, int, int]], aborte
     return out
 
 
-async def _check_share_request(broker: Broker, conn: Connection, header: RequestHeader,
+async def _check_share_request(services: BrokerServices, context: RequestContext, header: RequestHeader,
                                group_id: str | None, member_id: str | None) -> dict[str, Any] | None:
     """What ShareFetch and ShareAcknowledge check first: the ids given, READ on the group, then
     the share-state topic ready. The error answer, or None to go on."""
-    if _share_disabled(broker):
+    if _share_disabled(services):
         return _session_error(UNSUPPORTED_VERSION)
     if not group_id or not member_id:
         return _session_error(errors.INVALID_REQUEST)
-    if not _may_read_group(broker, conn, header, group_id):
+    if not _may_read_group(services, context, header, group_id):
         return _session_error(GROUP_AUTHORIZATION_FAILED)
-    await _coordinator(broker).persister.ensure_topic()
+    await _coordinator(services).persister.ensure_topic()
     return None
 
 
@@ -319,28 +321,28 @@ def _renew_problem(request: Any) -> str | None:
     return message + "if isRenewAck is true." if message else None
 
 
-def _connection_watch(coordinator: ShareCoordinator, conn: Connection) -> object:
+def _connection_watch(coordinator: ShareCoordinator, context: RequestContext) -> object:
     """The connection's identity for share sessions; its closing releases them."""
-    hooks = getattr(conn, "close_callbacks", None)  # None for the in-process callers of tests
-    if hooks is not None:
-        hooks["share-sessions"] = lambda: coordinator.connection_closed(conn)
-    return conn
+    client = context.client
+    client.close_callbacks["share-sessions"] = lambda: coordinator.connection_closed(client)
+    return client
 
 
-async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_share_fetch(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
     """KafkaApis.handleShareFetchRequest: the share session (newContext), the piggy-backed
     acknowledgements, the fetch over the session's partitions, and with epoch -1 the session
     released after the acknowledgements."""
-    coordinator = _coordinator(broker)
+    header = context.header
+    coordinator = _coordinator(services)
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
-    refused = await _check_share_request(broker, conn, header, group_id, member_id)
+    refused = await _check_share_request(services, context, header, group_id, member_id)
     if refused is not None:
         return refused
     renew = header.api_version >= 2 and bool(getattr(request, "is_renew_ack", False))
     if renew and (problem := _renew_problem(request)) is not None:
         return _session_error(errors.INVALID_REQUEST, problem)
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
-    by_id = broker.metadata.topics_by_id
+    by_id = services.metadata.topics_by_id
     fetch_data = [((t.topic_id, p.partition_index), by_id[t.topic_id].name if t.topic_id in by_id else None)
                   for t in request.topics for p in t.partitions]
     forget = [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
@@ -350,7 +352,7 @@ async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHe
         elif epoch == INITIAL_EPOCH:
             if has_acks:
                 return _session_error(errors.INVALID_REQUEST)
-            session = coordinator.sessions.create(group_id, member_id, fetch_data, _connection_watch(coordinator, conn),
+            session = coordinator.sessions.create(group_id, member_id, fetch_data, _connection_watch(coordinator, context),
                                                   coordinator.max_share_sessions())
         else:
             session = coordinator.sessions.subsequent(group_id, member_id, epoch)
@@ -359,8 +361,8 @@ async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHe
         if e.code == SHARE_SESSION_LIMIT_REACHED:
             await asyncio.sleep(ms(request.max_wait) / 1000)
         return _session_error(e.code)
-    may_read = _TopicReadCheck(broker, conn, header)
-    ack_errors = _acknowledge(broker, group_id, member_id, request.topics, header.api_version, renew, may_read) \
+    may_read = _TopicReadCheck(services, context, header)
+    ack_errors = _acknowledge(services, group_id, member_id, request.topics, header.api_version, renew, may_read) \
         if has_acks else {}
     answers: dict[_Key, dict[str, Any]] = {}
     if epoch != FINAL_EPOCH and not renew:
@@ -373,14 +375,14 @@ async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHe
                 answers[key] = _partition_answer(key[1], errors.UNKNOWN_TOPIC_ID)
             elif not may_read(topic):
                 answers[key] = _partition_answer(key[1], errors.TOPIC_AUTHORIZATION_FAILED)
-            elif not _partition_exists(broker, *key):
+            elif not _partition_exists(services, *key):
                 answers[key] = _partition_answer(key[1], errors.UNKNOWN_TOPIC_OR_PARTITION)
             else:
                 interested.append(key)
         max_records, max_bytes = request.max_records, request.max_bytes
         record_limit = getattr(request, "share_acquire_mode", 0) == RECORD_LIMIT_MODE
         if interested and max_records > 0 and max_bytes > 0:
-            found = _fetch_once(broker, session, interested, max_records, max_bytes, record_limit)
+            found = _fetch_once(services, session, interested, max_records, max_bytes, record_limit)
             wait_ms = ms(request.max_wait)
             if not _has_records(found) and wait_ms > 0:
                 # Wait for an append, or until the next acquisition lock expires, then try again.
@@ -388,9 +390,9 @@ async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHe
                 if deadline is not None:
                     wait_ms = max(0, min(wait_ms, deadline - int(time.time() * 1000) + 1))
                 tps = [(by_id[t].name, p) for t, p in interested if t in by_id]
-                await broker.replica_manager.wait_for_data(tps, wait_ms / 1000)
+                await services.replica_manager.wait_for_data(tps, wait_ms / 1000)
                 if coordinator.sessions.get(group_id, member_id) is session:
-                    found = _fetch_once(broker, session, interested, max_records, max_bytes, record_limit)
+                    found = _fetch_once(services, session, interested, max_records, max_bytes, record_limit)
             answers.update(found)
         if epoch != INITIAL_EPOCH:
             # A subsequent session's answer: only what changed (ShareSessionContext's iterator);
@@ -404,7 +406,7 @@ async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHe
                     session.move_to_end(key)
     for key, code in ack_errors.items():
         answers.setdefault(key, _partition_answer(key[1]))["acknowledge_error_code"] = code
-    if any(topic_id not in broker.metadata.topics_by_id for topic_id, _ in answers):
+    if any(topic_id not in services.metadata.topics_by_id for topic_id, _ in answers):
         # Kafka 4.3.1 counts the bytes out of every topic of the answer by name, and a topic id
         # it no longer knows (a deleted topic still in the session, or acknowledged) has none:
         # the whole ShareFetch fails with UNKNOWN_SERVER_ERROR (after the session update and the
@@ -420,13 +422,14 @@ async def handle_share_fetch(broker: Broker, conn: Connection, header: RequestHe
             "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()], "node_endpoints": []}
 
 
-async def handle_share_acknowledge(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_share_acknowledge(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
     """KafkaApis.handleShareAcknowledgeRequest: the session's epoch (acknowledgeSessionUpdate:
     0 is INVALID_SHARE_SESSION_EPOCH, -1 needs only the session), the acknowledgements, then with
     epoch -1 the session released: the acknowledgements of a closing consumer are kept."""
-    coordinator = _coordinator(broker)
+    header = context.header
+    coordinator = _coordinator(services)
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
-    refused = await _check_share_request(broker, conn, header, group_id, member_id)
+    refused = await _check_share_request(services, context, header, group_id, member_id)
     if refused is not None:
         return refused
     try:
@@ -439,8 +442,8 @@ async def handle_share_acknowledge(broker: Broker, conn: Connection, header: Req
     except ShareSessionError as e:
         return _session_error(e.code)
     renew = header.api_version >= 2 and bool(getattr(request, "is_renew_ack", False))
-    ack_errors = _acknowledge(broker, group_id, member_id, request.topics, header.api_version, renew,
-                              _TopicReadCheck(broker, conn, header))
+    ack_errors = _acknowledge(services, group_id, member_id, request.topics, header.api_version, renew,
+                              _TopicReadCheck(services, context, header))
     if epoch == FINAL_EPOCH:
         coordinator.release_session(group_id, member_id)
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
@@ -454,17 +457,18 @@ async def handle_share_acknowledge(broker: Broker, conn: Connection, header: Req
 # ---- DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92) --
 
 
-async def handle_describe_share_group_offsets(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if _share_disabled(broker):
+async def handle_describe_share_group_offsets(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if _share_disabled(services):
         return {"throttle_time": 0, "groups": [{"group_id": g.group_id, "topics": [], "error_code": UNSUPPORTED_VERSION,
                                                 "error_message": None} for g in request.groups]}
     groups = []
     for g in request.groups:
-        if not broker.authorizer.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
+        if not services.authorizer.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
             groups.append({"group_id": g.group_id, "topics": [], "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None})
             continue
         topics = None if g.topics is None else [(t.topic_name, [int(p) for p in t.partitions]) for t in g.topics]
-        groups.append(share_offsets.describe_offsets(_coordinator(broker), g.group_id, topics))
+        groups.append(share_offsets.describe_offsets(_coordinator(services), g.group_id, topics))
     return {"throttle_time": 0, "groups": groups}
 
 
@@ -472,20 +476,22 @@ def _offsets_unsupported() -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": UNSUPPORTED_VERSION, "error_message": _UNSUPPORTED_MESSAGE, "responses": []}
 
 
-async def handle_alter_share_group_offsets(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if _share_disabled(broker):
+async def handle_alter_share_group_offsets(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if _share_disabled(services):
         return _offsets_unsupported()
-    if not _may_read_group(broker, conn, header, request.group_id):
+    if not _may_read_group(services, context, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "responses": []}
     topics = [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions]) for t in request.topics]
-    await _coordinator(broker).persister.ensure_topic()
-    await broker.group_coordinator.ensure_offsets_topic()
-    return share_offsets.alter_offsets(_coordinator(broker), request.group_id, topics)
+    await _coordinator(services).persister.ensure_topic()
+    await services.group_coordinator.ensure_offsets_topic()
+    return share_offsets.alter_offsets(_coordinator(services), request.group_id, topics)
 
 
-async def handle_delete_share_group_offsets(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if _share_disabled(broker):
+async def handle_delete_share_group_offsets(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if _share_disabled(services):
         return _offsets_unsupported()
-    if not broker.authorizer.authorize(conn, header, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+    if not services.authorizer.authorize(context, header, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "responses": []}
-    return share_offsets.delete_offsets(_coordinator(broker), request.group_id, [t.topic_name for t in request.topics])
+    return share_offsets.delete_offsets(_coordinator(services), request.group_id, [t.topic_name for t in request.topics])

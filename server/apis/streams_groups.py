@@ -13,11 +13,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import ms
 from kafka_sidecar.storage.log_config import validate_topic_configs
 
-from ..features import feature_control
 from ..groups.streams_group import StreamsTopology, Subtopology, TasksTuple, TopicInfo, tasks_of
 from ..groups.streams_manager import StreamsHeartbeat, _error
 from ..groups.streams_topics import InternalTopic
@@ -26,16 +24,16 @@ from ..security.authorizer import GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATIO
 from .groups import _context
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
 
 STREAMS_VERSION = "streams.version"
 
 
-def streams_enabled(broker: Broker) -> bool:
-    return feature_control(broker).finalized_level(STREAMS_VERSION) >= 1
+def streams_enabled(services: BrokerServices) -> bool:
+    return services.features.finalized_level(STREAMS_VERSION) >= 1
 
 
 def _topic_info(t: Any) -> TopicInfo:
@@ -58,24 +56,25 @@ def _tasks(items: Any) -> dict[str, frozenset[int]]:
     return tasks_of((t.subtopology_id, t.partitions) for t in items or ())
 
 
-async def handle_streams_group_heartbeat(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if not streams_enabled(broker):
+async def handle_streams_group_heartbeat(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if not streams_enabled(services):
         out = _error(errors.UNSUPPORTED_VERSION, "The streams group protocol is not enabled.")
         out["throttle_time"] = 0
         return out
-    az = broker.authorizer
-    if not az.authorize(conn, header, AclOperation.READ, ResourceType.GROUP, request.group_id):
+    az = services.authorizer
+    if not az.authorize(context, header, AclOperation.READ, ResourceType.GROUP, request.group_id):
         out = _error(GROUP_AUTHORIZATION_FAILED, None)
         out["throttle_time"] = 0
         return out
     topology = topology_of(request.topology)
     if topology is not None:
         sources = sorted({t for s in topology.subtopologies for t in s.source_topics})
-        if sources and len(az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, sources)) < len(sources):
+        if sources and len(az.filter(context, header, AclOperation.DESCRIBE, ResourceType.TOPIC, sources)) < len(sources):
             out = _error(TOPIC_AUTHORIZATION_FAILED, None)
             out["throttle_time"] = 0
             return out
-    coordinator = broker.group_coordinator
+    coordinator = services.group_coordinator
     await coordinator.ensure_offsets_topic()
     owned = None
     if request.active_tasks is not None or request.standby_tasks is not None or request.warmup_tasks is not None:
@@ -89,21 +88,21 @@ async def handle_streams_group_heartbeat(broker: Broker, conn: Connection, heade
         client_tags=tuple((kv.key, kv.value) for kv in request.client_tags) if request.client_tags is not None else None,
         shutdown_application=request.shutdown_application,
     )
-    response, to_create = coordinator.streams_group_heartbeat(_context(conn, header), req)
+    response, to_create = coordinator.streams_group_heartbeat(_context(context, header), req)
     if to_create:
-        await _create_internal_topics(broker, to_create)
+        await _create_internal_topics(services, to_create)
     response["throttle_time"] = 0
     return response
 
 
-async def _create_internal_topics(broker: Broker, topics: list[InternalTopic]) -> None:
-    lm = broker.log_manager
+async def _create_internal_topics(services: BrokerServices, topics: list[InternalTopic]) -> None:
+    lm = services.log_manager
     for t in topics:
-        if t.name in broker.metadata.topics:
+        if t.name in services.metadata.topics:
             continue
         try:
             configs = validate_topic_configs(t.configs)
-            await broker.run_blocking(lm.create_topic, t.name, t.partitions, configs)
+            await services.run_blocking(lm.create_topic, t.name, t.partitions, configs)
             log.info("created internal topic %s (%d partitions) of a streams group", t.name, t.partitions)
         except FileExistsError:
             pass
@@ -111,14 +110,15 @@ async def _create_internal_topics(broker: Broker, topics: list[InternalTopic]) -
             log.warning("could not create the streams internal topic %s: %s", t.name, e)
 
 
-async def handle_streams_group_describe(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    az = broker.authorizer
+async def handle_streams_group_describe(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    az = services.authorizer
     wanted = list(request.group_ids)
-    denied = {g for g in wanted if not az.authorize(conn, header, AclOperation.DESCRIBE, ResourceType.GROUP, g)}
-    groups = broker.group_coordinator.streams_group_describe([g for g in wanted if g not in denied])
+    denied = {g for g in wanted if not az.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, g)}
+    groups = services.group_coordinator.streams_group_describe([g for g in wanted if g not in denied])
     for g in groups:
         if request.include_authorized_operations and g["error_code"] == 0:
-            g["authorized_operations"] = az.authorized_operations(conn, ResourceType.GROUP, g["group_id"])
+            g["authorized_operations"] = az.authorized_operations(context, ResourceType.GROUP, g["group_id"])
     groups += [{"group_id": gid, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_state": "",
                 "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": [],
                 "authorized_operations": -(2**31)} for gid in wanted if gid in denied]

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
-from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.topic import InvalidTopicError, validate_topic_name
 from kafka_sidecar.storage.log_config import (
     TOPIC_CONFIGS,
@@ -24,8 +23,8 @@ from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import ERROR_MESSAGES, TOPIC_AUTHORIZATION_FAILED
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..connection import Connection
+    from ..request_context import RequestContext
+    from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -33,15 +32,15 @@ log = logging.getLogger(__name__)
 SOURCE_IDS = {"DYNAMIC_TOPIC_CONFIG": 1, "STATIC_BROKER_CONFIG": 4, "DEFAULT_CONFIG": 5}
 
 
-async def auto_create_topic(broker: Broker, name: str) -> int:
+async def auto_create_topic(services: BrokerServices, name: str) -> int:
     """Create ``name`` with broker defaults; the error code a Metadata answer carries for it."""
     try:
         validate_topic_name(name)
     except InvalidTopicError:
         return errors.INVALID_TOPIC_EXCEPTION
-    if name not in broker.metadata.topics:
+    if name not in services.metadata.topics:
         try:
-            await broker.run_blocking(broker.log_manager.create_topic, name, broker.config.get("num.partitions"), {})
+            await services.run_blocking(services.log_manager.create_topic, name, services.config.get("num.partitions"), {})
         except FileExistsError:
             pass  # another request created it meanwhile (two clients auto-creating at once)
     return errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -67,7 +66,7 @@ def _has_collision_chars(name: str) -> bool:
     return "_" in name or "." in name
 
 
-def _manual_assignment_error(broker: Broker, t: Any) -> tuple[int, str] | None:
+def _manual_assignment_error(services: BrokerServices, t: Any) -> tuple[int, str] | None:
     """Kafka's checks of a manual partition assignment (ReplicationControlManager.createTopic)."""
     if t.replication_factor != -1:
         return errors.INVALID_REQUEST, "A manual partition assignment was specified, but replication factor was not set to -1."
@@ -84,7 +83,7 @@ def _manual_assignment_error(broker: Broker, t: Any) -> tuple[int, str] | None:
             return errors.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
         previous = None
         for broker_id in replicas:
-            if broker_id != broker.node_id:
+            if broker_id != services.node_id:
                 return errors.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes broker {broker_id}, but no such broker is registered."
             if broker_id == previous:
                 return errors.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes the broker {previous} more than once."
@@ -100,12 +99,12 @@ def _manual_assignment_error(broker: Broker, t: Any) -> tuple[int, str] | None:
     return None
 
 
-async def _create_one(broker: Broker, t: Any, validate_only: bool, describable: bool = True) -> dict[str, Any]:
+async def _create_one(services: BrokerServices, t: Any, validate_only: bool, describable: bool = True) -> dict[str, Any]:
     """One topic of a CreateTopics request, checked in Kafka's order (ReplicationControlManager):
     name, collision, existence, null configs, config values, then partitions and replication.
     Without DESCRIBE_CONFIGS on the topic (``describable``) a created topic is answered without
     its configs, partitions and replication factor, and topic_config_error_code 29."""
-    lm = broker.log_manager
+    lm = services.log_manager
     result: dict[str, Any] = {
         "name": t.name, "topic_id": None, "error_code": errors.NONE, "error_message": None,
         "num_partitions": -1, "replication_factor": -1, "configs": [],
@@ -115,9 +114,9 @@ async def _create_one(broker: Broker, t: Any, validate_only: bool, describable: 
         result.update(error_code=code, error_message=message)
         return result
 
-    if t.name in broker.metadata.topics:
+    if t.name in services.metadata.topics:
         return fail(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
-    if broker.metadata.is_being_deleted(t.name):  # its dirs are being renamed by a DeleteTopics in progress
+    if services.metadata.is_being_deleted(t.name):  # its dirs are being renamed by a DeleteTopics in progress
         return fail(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' is marked for deletion.")
     try:
         validate_topic_name(t.name)
@@ -125,7 +124,7 @@ async def _create_one(broker: Broker, t: Any, validate_only: bool, describable: 
         return fail(errors.INVALID_TOPIC_EXCEPTION, str(e))
     if _has_collision_chars(t.name):
         normalized = t.name.replace(".", "_")
-        colliding = next((n for n in broker.metadata.topics if _has_collision_chars(n) and n.replace(".", "_") == normalized), None)
+        colliding = next((n for n in services.metadata.topics if _has_collision_chars(n) and n.replace(".", "_") == normalized), None)
         if colliding is not None:
             return fail(errors.INVALID_TOPIC_EXCEPTION, f"Topic '{t.name}' collides with existing topic: {colliding}")
     null_configs = [c.name for c in t.configs if c.value is None]
@@ -136,7 +135,7 @@ async def _create_one(broker: Broker, t: Any, validate_only: bool, describable: 
     except ConfigError as e:
         return fail(errors.INVALID_CONFIG, str(e))
     if t.assignments:
-        problem = _manual_assignment_error(broker, t)
+        problem = _manual_assignment_error(services, t)
         if problem is not None:
             return fail(*problem)
         partitions, rf = len(t.assignments), 1
@@ -145,8 +144,8 @@ async def _create_one(broker: Broker, t: Any, validate_only: bool, describable: 
     elif t.num_partitions < -1 or t.num_partitions == 0:
         return fail(errors.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
     else:
-        partitions = broker.config.get("num.partitions") if t.num_partitions == -1 else t.num_partitions
-        rf = broker.config.get("default.replication.factor") if t.replication_factor == -1 else t.replication_factor
+        partitions = services.config.get("num.partitions") if t.num_partitions == -1 else t.num_partitions
+        rf = services.config.get("default.replication.factor") if t.replication_factor == -1 else t.replication_factor
         if rf > 1:
             return fail(
                 errors.INVALID_REPLICATION_FACTOR,
@@ -163,7 +162,7 @@ async def _create_one(broker: Broker, t: Any, validate_only: bool, describable: 
     else:
         # Directories, partition.metadata and the topics file's fsync: on the storage thread.
         try:
-            info = await broker.run_blocking(lm.create_topic, t.name, partitions, configs)
+            info = await services.run_blocking(lm.create_topic, t.name, partitions, configs)
         except FileExistsError:  # created (or being deleted) by another request meanwhile
             return fail(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
         result["topic_id"] = info.topic_id
@@ -176,21 +175,22 @@ async def _create_one(broker: Broker, t: Any, validate_only: bool, describable: 
 MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
-def _requested_partitions(broker: Broker, request: Any) -> int:
+def _requested_partitions(services: BrokerServices, request: Any) -> int:
     total = 0
     for t in request.topics:
         if t.assignments:
             total += len(t.assignments)
         elif t.num_partitions == -1:
-            total += broker.config.get("num.partitions")
+            total += services.config.get("num.partitions")
         elif t.num_partitions > 0:
             total += t.num_partitions
     return total
 
 
-async def handle_create_topics(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
-    if _requested_partitions(broker, request) > MAX_PARTITIONS_PER_REQUEST:
-        log.info("CreateTopics from %s: %d partitions requested, more than %d", header.client_id, _requested_partitions(broker, request), MAX_PARTITIONS_PER_REQUEST)
+async def handle_create_topics(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
+    if _requested_partitions(services, request) > MAX_PARTITIONS_PER_REQUEST:
+        log.info("CreateTopics from %s: %d partitions requested, more than %d", header.client_id, _requested_partitions(services, request), MAX_PARTITIONS_PER_REQUEST)
         return {"throttle_time": 0, "topics": [
             {"name": t.name, "topic_id": None, "error_code": errors.POLICY_VIOLATION,
              "error_message": "Excessively large number of partitions per request.",
@@ -202,13 +202,13 @@ async def handle_create_topics(broker: Broker, conn: Connection, header: Request
     # the cluster or the topic), after those, in the order of Kafka's HashSet of the names.
     counts = Counter(t.name for t in request.topics)
     unique = [name for name, n in counts.items() if n == 1]
-    az = broker.authorizer
+    az = services.authorizer
     creatable = describable = set(unique)
     if az.enabled:
-        if not az.authorize_cluster(conn, header, AclOperation.CREATE, log_denied=False):
-            creatable = az.filter(conn, header, AclOperation.CREATE, ResourceType.TOPIC, unique)
-        describable = az.filter(conn, header, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, unique, log_denied=False)
-    results = [await _create_one(broker, t, request.validate_only, t.name in describable)
+        if not az.authorize_cluster(context, header, AclOperation.CREATE, log_denied=False):
+            creatable = az.filter(context, header, AclOperation.CREATE, ResourceType.TOPIC, unique)
+        describable = az.filter(context, header, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, unique, log_denied=False)
+    results = [await _create_one(services, t, request.validate_only, t.name in describable)
                for t in request.topics if counts[t.name] == 1 and t.name in creatable]
     results += [
         {"name": name, "topic_id": None, "error_code": errors.INVALID_REQUEST, "error_message": "Duplicate topic name.",
@@ -230,24 +230,25 @@ async def handle_create_topics(broker: Broker, conn: Connection, header: Request
     return {"throttle_time": 0, "topics": results}
 
 
-async def handle_delete_topics(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_delete_topics(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
+    header = context.header
     if hasattr(request, "topic_names"):
         wanted = [(name, None) for name in request.topic_names]
     else:
         wanted = [(t.name, t.topic_id) for t in request.topics]
-    az = broker.authorizer
+    az = services.authorizer
     describable = deletable = None
-    if az.enabled and not az.authorize_cluster(conn, header, AclOperation.DELETE, log_denied=False):
+    if az.enabled and not az.authorize_cluster(context, header, AclOperation.DELETE, log_denied=False):
         # ControllerApis.deleteTopics: DESCRIBE and DELETE on each topic (named, or named by its id).
-        names = [n if n is not None else getattr(broker.metadata.topics_by_id.get(i), "name", None) for n, i in wanted]
+        names = [n if n is not None else getattr(services.metadata.topics_by_id.get(i), "name", None) for n, i in wanted]
         names = [n for n in names if n is not None]
-        describable = az.filter(conn, header, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
-        deletable = az.filter(conn, header, AclOperation.DELETE, ResourceType.TOPIC, names)
+        describable = az.filter(context, header, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        deletable = az.filter(context, header, AclOperation.DELETE, ResourceType.TOPIC, names)
     denied = ERROR_MESSAGES[TOPIC_AUTHORIZATION_FAILED]
     responses = []
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
-            info = broker.metadata.topics_by_id.get(topic_id)
+            info = services.metadata.topics_by_id.get(topic_id)
             if info is None:
                 responses.append({"name": None, "topic_id": topic_id, "error_code": errors.UNKNOWN_TOPIC_ID, "error_message": "Topic id does not exist"})
                 continue
@@ -261,24 +262,24 @@ async def handle_delete_topics(broker: Broker, conn: Connection, header: Request
             # Asked by name: the topic's existence is not disclosed.
             responses.append({"name": name, "topic_id": None, "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": denied})
             continue
-        info = broker.metadata.topics.get(name)
+        info = services.metadata.topics.get(name)
         if info is not None and deletable is not None and name not in deletable:
             responses.append({"name": name, "topic_id": None, "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": denied})
             continue
         if info is None:
             responses.append({"name": name, "topic_id": topic_id, "error_code": errors.UNKNOWN_TOPIC_OR_PARTITION, "error_message": "This server does not host this topic-partition."})
             continue
-        if not broker.config.get("delete.topic.enable"):
+        if not services.config.get("delete.topic.enable"):
             responses.append({"name": name, "topic_id": info.topic_id, "error_code": errors.TOPIC_DELETION_DISABLED, "error_message": "Topic deletion is disabled."})
             continue
-        renamed = await broker.replica_manager.delete_topic(name)
-        _remove_later(broker, renamed)
-        broker.group_coordinator.on_topic_deleted(name)
+        renamed = await services.replica_manager.delete_topic(name)
+        _remove_later(services, renamed)
+        services.group_coordinator.on_topic_deleted(name)
         responses.append({"name": name, "topic_id": info.topic_id, "error_code": errors.NONE, "error_message": None})
     return {"throttle_time": 0, "responses": responses}
 
 
-def _remove_later(broker: Broker, renamed: list[Path]) -> None:
+def _remove_later(services: BrokerServices, renamed: list[Path]) -> None:
     """Kafka's kafka-delete-logs: a deleted partition's ``-delete`` dir is removed
     ``log.segment.delete.delay.ms`` (the broker's file.delete.delay.ms) after the deletion, on
     the storage thread; one left by a stop before that is removed at the next start."""
@@ -287,11 +288,11 @@ def _remove_later(broker: Broker, renamed: list[Path]) -> None:
 
     def remove() -> None:
         try:
-            broker.schedule_blocking(broker.log_manager.remove_dirs, renamed)
+            services.schedule_blocking(services.log_manager.remove_dirs, renamed)
         except RuntimeError:  # the broker stopped meanwhile: the next start removes them
             pass
 
-    asyncio.get_running_loop().call_later(broker.config.get("log.segment.delete.delay.ms") / 1000, remove)
+    asyncio.get_running_loop().call_later(services.config.get("log.segment.delete.delay.ms") / 1000, remove)
 
 
 # ---- CreatePartitions (37) -------------------------------------------------------------------
@@ -307,10 +308,10 @@ class _PartitionsError(Exception):
         self.message = message
 
 
-def _check_new_partitions(broker: Broker, t: Any) -> int:
+def _check_new_partitions(services: BrokerServices, t: Any) -> int:
     """How many partitions topic ``t`` gains; Kafka's checks (ReplicationControlManager.createPartitions)
     in its order, raising with its error and message."""
-    info = broker.metadata.topics.get(t.name)
+    info = services.metadata.topics.get(t.name)
     if info is None:
         raise _PartitionsError(errors.UNKNOWN_TOPIC_OR_PARTITION, None)
     current = info.partitions
@@ -335,7 +336,7 @@ def _check_new_partitions(broker: Broker, t: Any) -> int:
                 raise _PartitionsError(errors.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list.")
             previous = None
             for broker_id in replicas:
-                if broker_id != broker.node_id:
+                if broker_id != services.node_id:
                     raise _PartitionsError(
                         errors.INVALID_REPLICA_ASSIGNMENT,
                         f"The manual partition assignment includes broker {broker_id}, but no such broker is registered.",
@@ -355,20 +356,20 @@ def _check_new_partitions(broker: Broker, t: Any) -> int:
     return additional
 
 
-def _create_partitions(broker: Broker, topics: list[Any], validate_only: bool) -> list[dict[str, Any]]:
+def _create_partitions(services: BrokerServices, topics: list[Any], validate_only: bool) -> list[dict[str, Any]]:
     """The controller's part: check every topic, then (unless validate-only) grow the valid ones.
     Runs in the storage thread."""
     results = []
     budget = MAX_NEW_PARTITIONS_PER_REQUEST
     for t in topics:
         try:
-            additional = _check_new_partitions(broker, t)
+            additional = _check_new_partitions(services, t)
             if additional > budget:
                 # Kafka's bounded record list overflows: an unexpected error, reported without a message.
                 raise _PartitionsError(errors.UNKNOWN_SERVER_ERROR, None)
             budget -= additional
             if not validate_only:
-                broker.log_manager.add_partitions(t.name, t.count)
+                services.log_manager.add_partitions(t.name, t.count)
             code, message = errors.NONE, None
         except _PartitionsError as e:
             code, message = e.code, e.message
@@ -377,10 +378,11 @@ def _create_partitions(broker: Broker, topics: list[Any], validate_only: bool) -
     return results
 
 
-async def handle_create_partitions(broker: Broker, conn: Connection, header: RequestHeader, request: Any) -> dict[str, Any]:
+async def handle_create_partitions(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
     """CreatePartitions as Kafka's ControllerApis.createPartitions answers it: names given more than
     once first (INVALID_REQUEST), then the other topics' results, both in the iteration order of the
     Java HashSets Kafka collects the names in."""
+    header = context.header
     names: JavaHashMap[str, None] = JavaHashMap()
     duplicates: JavaHashMap[str, None] = JavaHashMap()
     for t in request.topics:
@@ -397,13 +399,13 @@ async def handle_create_partitions(broker: Broker, conn: Connection, header: Req
     for t in request.topics:
         first.setdefault(t.name, t)
     wanted = [first[name] for name in names.keys()]
-    az = broker.authorizer
+    az = services.authorizer
     if az.enabled:
         # ALTER on each topic (ControllerApis.createPartitions): the others fail first, in the same order.
-        alterable = az.filter(conn, header, AclOperation.ALTER, ResourceType.TOPIC, [t.name for t in wanted])
+        alterable = az.filter(context, header, AclOperation.ALTER, ResourceType.TOPIC, [t.name for t in wanted])
         results += [{"name": t.name, "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": None}
                     for t in wanted if t.name not in alterable]
         wanted = [t for t in wanted if t.name in alterable]
     if wanted:
-        results += await broker.run_blocking(_create_partitions, broker, wanted, request.validate_only)
+        results += await services.run_blocking(_create_partitions, services, wanted, request.validate_only)
     return {"throttle_time": 0, "results": results}

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import build, request_schema
 
+from ..request_context import ClientInfo, RequestContext, Throttled
+
 if TYPE_CHECKING:
     from ..broker import Broker
 
@@ -33,15 +35,15 @@ class ConsoleSession:
     principal: str
     client_host: str
     listener: str = "console"
-    request_size: int = 0
-    throttle_until: float = 0.0
-    sasl: Any = None
-    writer: Any = None
 
     @property
     def peer(self) -> str:
         host = self.client_host
         return f"[{host}]:0" if ":" in host else f"{host}:0"
+
+    def client(self) -> ClientInfo:
+        """The session as a handler's client (server/request_context.py)."""
+        return ClientInfo(self.peer, self.client_host, self.listener, principal=self.principal)
 
 
 def fetch_header() -> RequestHeader:
@@ -56,7 +58,9 @@ async def call(broker: Broker, session: ConsoleSession, api_key: int, version: i
     spec = SUPPORTED_APIS[api_key]
     request = build(request_schema(api_key, version), data)
     header = RequestHeader(api_key, version, 0, CLIENT_ID, 0)
-    result = await spec.handler(broker, session, header, request)
+    result = await spec.handler(broker.services, RequestContext(header, session.client()), request)
+    if isinstance(result, Throttled):  # a quota's throttle mutes a Kafka connection; the console has none
+        result = result.response
     if spec.coordinator_write:
         await broker.replica_manager.await_pending_flushes()
     return result

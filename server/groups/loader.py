@@ -9,8 +9,9 @@ from typing import Any, Protocol
 from kafka_sidecar.storage.log_manager import LogManager
 from kafka_sidecar.storage.topic_registry import TopicInfo
 
+from ..coordinator.runtime import CoordinatorRuntime
 from ..share.group_records import is_share_group_record
-from ..transactions.records import COMMIT_MARKER, replay_log
+from ..transactions.records import COMMIT_MARKER
 from .records import OFFSETS_TOPIC
 
 
@@ -49,7 +50,7 @@ def load_offsets_topic(log_manager: LogManager, info: TopicInfo, target: ReplayT
                 target.replay(key, value, record_offset)
             return True
 
-        count += replay_log(lg, apply)
+        count += CoordinatorRuntime.load([lg], apply)
     return count
 
 

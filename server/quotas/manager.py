@@ -220,16 +220,15 @@ class ClientQuotas:
             self.fetch.unrecord(user, cid, response_bytes, now)
         return throttle
 
-    def throttle_request(self, conn: Any, client_id: str | None, result: Any, elapsed_s: float) -> None:
+    def throttle_request(self, principal: str, client_id: str | None, result: Any, elapsed_s: float) -> int:
         """RequestHandlerHelper.sendResponseMaybeThrottle: the handler's time against
         request_percentage; over quota the answer carries the throttle time and the connection
-        is muted for it after the answer (KIP-219)."""
-        user, cid = self.client(conn.principal, client_id)
+        is muted for it after the answer (KIP-219): returns the throttle time in ms (0: none)."""
+        user, cid = self.client(principal, client_id)
         throttle = self.request.record(user, cid, elapsed_s * 1e9 * NANOS_TO_PERCENTAGE, _now_ms())
-        if throttle:
-            conn.throttle_until = time.monotonic() + throttle / 1000
-            if isinstance(result, dict):
-                result["throttle_time"] = max(result.get("throttle_time") or 0, throttle)
+        if throttle and isinstance(result, dict):
+            result["throttle_time"] = max(result.get("throttle_time") or 0, throttle)
+        return throttle
 
     def fetch_max_bytes(self, principal: str, client_id: str | None) -> float:
         user, cid = self.client(principal, client_id)

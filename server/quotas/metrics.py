@@ -15,6 +15,7 @@ an hour (server/quotas/manager.py), and at most ``MAX_SERIES`` per type are show
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .manager import _now_ms
@@ -32,15 +33,16 @@ _FAMILIES = (
 
 
 class ClientQuotaCollector:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, now_ms: Callable[[], int] = _now_ms) -> None:
         self._broker = weakref.ref(broker)
+        self._now_ms = now_ms  # the quota managers' monotonic clock; a test passes its own
 
     def collect(self) -> Any:
         from prometheus_client.core import GaugeMetricFamily
 
         broker = self._broker()
         quotas = getattr(broker, "client_quotas", None)
-        now = _now_ms()
+        now = self._now_ms()
         for attr, prefix, rate_name, rate_help in _FAMILIES:
             rate = GaugeMetricFamily(f"{prefix}_{rate_name}", rate_help, labels=["user", "client_id"])
             throttle = GaugeMetricFamily(f"{prefix}_throttle_time", "Average throttle time in ms given in the "

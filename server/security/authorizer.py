@@ -16,7 +16,7 @@ Handlers ask ``broker.authorizer`` (always present; without an authorizer every 
     allowed = az.filter(conn, header, AclOperation.WRITE, ResourceType.TOPIC, names)  # a set of names
 
 The principal is ``conn.principal`` ("User:ANONYMOUS" unless the listener authenticated the
-client) and the host ``conn.client_host``, compared with ACL hosts as Java prints addresses.
+client) and the host ``conn.client_host`` (``conn``: the request's RequestContext), compared with ACL hosts as Java prints addresses.
 Denials are logged like Kafka's authorizer log ("Principal = User:x is Denied operation = READ
 from host = 127.0.0.1 on resource = Topic:LITERAL:t for request = Fetch ..."), one line per
 request and operation, the same line at most once every ``DENIED_LOG_INTERVAL_S`` seconds (a
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from kafka_sidecar.protocol.framing import RequestHeader
 
     from ..config import BrokerConfig
-    from ..connection import Connection
+    from ..request_context import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -143,24 +143,24 @@ class NoAuthorizer:
     def load(self) -> None:
         pass
 
-    def authorize(self, conn: Connection, header: RequestHeader | None, op: AclOperation, rtype: ResourceType, name: str,
+    def authorize(self, conn: RequestContext, header: RequestHeader | None, op: AclOperation, rtype: ResourceType, name: str,
                   *, log_denied: bool = True) -> bool:
         return True
 
-    def authorize_cluster(self, conn: Connection, header: RequestHeader | None, op: AclOperation, *, log_denied: bool = True) -> bool:
+    def authorize_cluster(self, conn: RequestContext, header: RequestHeader | None, op: AclOperation, *, log_denied: bool = True) -> bool:
         return True
 
-    def filter(self, conn: Connection, header: RequestHeader | None, op: AclOperation, rtype: ResourceType, names: Iterable[str],
+    def filter(self, conn: RequestContext, header: RequestHeader | None, op: AclOperation, rtype: ResourceType, names: Iterable[str],
                *, log_denied: bool = True) -> set[str]:
         return set(names)
 
-    def authorize_by_resource_type(self, conn: Connection, header: RequestHeader | None, op: AclOperation, rtype: ResourceType) -> bool:
+    def authorize_by_resource_type(self, conn: RequestContext, header: RequestHeader | None, op: AclOperation, rtype: ResourceType) -> bool:
         return True
 
-    def authorized_operations(self, conn: Connection, rtype: ResourceType, name: str) -> int:
+    def authorized_operations(self, conn: RequestContext, rtype: ResourceType, name: str) -> int:
         return operations_bit_field(SUPPORTED_OPERATIONS[rtype])
 
-    def log_denial(self, conn: Connection, header: RequestHeader | None, op: AclOperation, rtype: ResourceType, name: str,
+    def log_denial(self, conn: RequestContext, header: RequestHeader | None, op: AclOperation, rtype: ResourceType, name: str,
                    rule: str) -> None:
         """Log a denial decided by the caller (a rule Kafka does not audit itself)."""
 
@@ -192,11 +192,11 @@ class StandardAuthorizer(NoAuthorizer):
     # ---- decisions ----------------------------------------------------------------------------
 
     @staticmethod
-    def _who(conn: Connection) -> tuple[str, str]:
+    def _who(conn: RequestContext) -> tuple[str, str]:
         principal = getattr(conn, "principal", None) or "User:ANONYMOUS"
         return principal, java_host_address(getattr(conn, "client_host", "") or "")
 
-    def authorize(self, conn: Connection, header: RequestHeader | None, op: AclOperation, rtype: ResourceType, name: str,
+    def authorize(self, conn: RequestContext, header: RequestHeader | None, op: AclOperation, rtype: ResourceType, name: str,
                   *, log_denied: bool = True) -> bool:
         """Whether the connection's principal may do ``op`` on the resource (a LITERAL name)."""
         principal, host = self._who(conn)
@@ -205,10 +205,10 @@ class StandardAuthorizer(NoAuthorizer):
             self._denied.denied(principal, host, op, rtype, [name], _api_name(header), decision.rule)
         return decision.allowed
 
-    def authorize_cluster(self, conn: Connection, header: RequestHeader | None, op: AclOperation, *, log_denied: bool = True) -> bool:
+    def authorize_cluster(self, conn: RequestContext, header: RequestHeader | None, op: AclOperation, *, log_denied: bool = True) -> bool:
         return self.authorize(conn, header, op, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=log_denied)
 
-    def filter(self, conn: Connection, header: RequestHeader | None, op: AclOperation, rtype: ResourceType, names: Iterable[str],
+    def filter(self, conn: RequestContext, header: RequestHeader | None, op: AclOperation, rtype: ResourceType, names: Iterable[str],
                *, log_denied: bool = True) -> set[str]:
         """The names (each checked once) the principal may do ``op`` on; one log line for the denied ones."""
         principal, host = self._who(conn)
@@ -226,12 +226,12 @@ class StandardAuthorizer(NoAuthorizer):
             self._denied.denied(principal, host, op, rtype, denied, _api_name(header), " / ".join(rules))
         return allowed
 
-    def log_denial(self, conn: Connection, header: RequestHeader | None, op: AclOperation, rtype: ResourceType, name: str,
+    def log_denial(self, conn: RequestContext, header: RequestHeader | None, op: AclOperation, rtype: ResourceType, name: str,
                    rule: str) -> None:
         principal, host = self._who(conn)
         self._denied.denied(principal, host, op, rtype, [name], _api_name(header), rule)
 
-    def authorize_by_resource_type(self, conn: Connection, header: RequestHeader | None, op: AclOperation, rtype: ResourceType) -> bool:
+    def authorize_by_resource_type(self, conn: RequestContext, header: RequestHeader | None, op: AclOperation, rtype: ResourceType) -> bool:
         """Authorizer.authorizeByResourceType: may the principal do ``op`` on some resource of the
         type? (Kafka first authorizes a resource named "hardcode", without logging a denial.)"""
         principal, host = self._who(conn)
@@ -239,7 +239,7 @@ class StandardAuthorizer(NoAuthorizer):
             return True
         return self.cache.authorize_by_resource_type(principal, host, op, rtype)
 
-    def authorized_operations(self, conn: Connection, rtype: ResourceType, name: str) -> int:
+    def authorized_operations(self, conn: RequestContext, rtype: ResourceType, name: str) -> int:
         """AuthHelper.authorizedOperations: the bit field of the supported operations allowed."""
         principal, host = self._who(conn)
         return operations_bit_field(

@@ -24,7 +24,6 @@ from kafka_sidecar.storage.log_config import validate_topic_configs
 
 from ..coordinator.runtime import coordinator_runtime
 from ..groups.store import append_error_to_response_error
-from ..transactions.records import replay_log
 from .partition import RecordState, SharePartition
 from .records import (
     SHARE_GROUP_STATE_TOPIC,
@@ -278,10 +277,8 @@ class ShareStatePersister:
             st.overlay(v.state_batches)
             return True
 
-        for p in range(info.partitions):
-            lg = self.broker.log_manager.get_log(SHARE_GROUP_STATE_TOPIC, p)
-            if lg is not None:
-                replay_log(lg, apply)
+        lm = self.broker.log_manager
+        self.runtime.load([lg for p in range(info.partitions) if (lg := lm.get_log(SHARE_GROUP_STATE_TOPIC, p)) is not None], apply)
         return states
 
     def restore(self, key: SharePartitionKey, st: ReplayedState, sp: SharePartition) -> None:

@@ -15,6 +15,7 @@ import time
 import uuid
 import weakref
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -287,11 +288,10 @@ def existing_manager(broker: Broker) -> ClientMetricsManager | None:
     return _MANAGERS.get(broker)
 
 
-async def alter_client_metrics(broker: Broker, name: str, configs: Any, incremental: bool, validate_only: bool,
+async def alter_client_metrics(store: subs.ClientMetricsSubscriptions, run_blocking: Callable[..., Awaitable[Any]], name: str, configs: Any, incremental: bool, validate_only: bool,
                                error: type[Exception]) -> None:
     """(Incremental)AlterConfigs on a CLIENT_METRICS resource: validated, applied, persisted;
     a refusal raised as ``error(code, message)``."""
-    store = subscriptions_of(broker)
     changes = [(c.name, c.config_operation, c.value) for c in configs] if incremental else [(c.name, c.value) for c in configs]
     try:
         props = store.prepare(name, changes, incremental)
@@ -300,7 +300,7 @@ async def alter_client_metrics(broker: Broker, name: str, configs: Any, incremen
     if not validate_only:
         snapshot = store.apply(name, props)
         if snapshot is not None:
-            await broker.run_blocking(store.write, snapshot)
+            await run_blocking(store.write, snapshot)
 
 
 class ClientTelemetryCollector:

@@ -155,9 +155,21 @@ def _text(value: Any) -> str:
 
 
 @contextmanager
-def broker(overrides: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Iterator[EmbeddedBroker]:
+def broker(overrides: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Iterator[Any]:
     """``with broker(num_partitions=3) as b: b.bootstrap_servers`` (or a dict of Kafka names);
-    ``broker(console=True)`` also serves the web console at ``b.console_url``."""
+    ``broker(console=True)`` also serves the web console at ``b.console_url``;
+    ``broker(processes=2)`` is a ``serve --processes 2`` cluster (child processes, cluster.py)."""
+    processes = int(kwargs.pop("processes", 1))
+    if processes > 1:
+        from .cluster import ClusterBroker
+
+        merged = {**TEST_DEFAULTS, **{config_name(k): _text(v) for k, v in {**(overrides or {}), **kwargs}.items()}}
+        cluster = ClusterBroker(merged, processes).start()
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+        return
     console = bool(kwargs.pop("console", False))
     writes = bool(kwargs.pop("console_allow_writes", False))
     b = EmbeddedBroker({**(overrides or {}), **kwargs}, console=console, console_allow_writes=writes).start()

@@ -36,7 +36,6 @@ from .records import (
     decode_key,
     decode_value,
     key_bytes,
-    replay_log,
     transaction_partition_for,
     value_bytes,
 )
@@ -110,7 +109,7 @@ class TransactionCoordinator:
                     self.transactions[tid] = decode_value(tid, value)
             return True
 
-        return sum(replay_log(lg, apply) for p in range(partitions) if (lg := lm.get_log(TRANSACTION_STATE_TOPIC, p)) is not None)
+        return self.runtime.load([lg for p in range(partitions) if (lg := lm.get_log(TRANSACTION_STATE_TOPIC, p)) is not None], apply)
 
     async def ensure_topic(self) -> None:
         """Create ``__transaction_state`` on first use, with Kafka's topic configs."""
@@ -321,7 +320,23 @@ class TransactionCoordinator:
         return errors.NONE
 
     def _complete(self, m: TransactionMetadata, commit: bool) -> None:
-        self._write_markers(m, commit)
+        remote = self._write_markers(m, commit)
+        if remote:
+            # Partitions led by other nodes of the cluster: their markers go there by WriteTxnMarkers
+            # (server/cluster/txn_markers.py); the transaction completes once every one is written.
+            self.broker.cluster.markers.send(m, commit, remote, self._finish_later)
+            return
+        self._finish(m, commit)
+
+    def _finish_later(self, m: TransactionMetadata, commit: bool) -> None:
+        """The other nodes wrote their markers: complete the transaction as it is now, in a write
+        scope of its own (the request that ended it was answered long ago)."""
+        current = self.transactions.get(m.transactional_id)
+        if current is not None and current.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) and current.producer_id == m.producer_id:
+            self.runtime.run_in_scope(lambda: self._finish(current, commit), f"completion of transaction {m.transactional_id}")
+
+    def _finish(self, m: TransactionMetadata, commit: bool) -> None:
+        """Every marker written: persist CompleteCommit/CompleteAbort."""
         done = m.copy()
         done.state = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
         done.topic_partitions = set()  # Kafka's prepareComplete: the partitions are done with
@@ -334,11 +349,17 @@ class TransactionCoordinator:
             log.debug("%s transaction %s (producer id %d epoch %d, %d partitions)", "committed" if commit else "aborted",
                      m.transactional_id, m.producer_id, m.producer_epoch, len(m.topic_partitions))
 
-    def _write_markers(self, m: TransactionMetadata, commit: bool) -> None:
+    def _write_markers(self, m: TransactionMetadata, commit: bool) -> list[tuple[str, int]]:
+        """Write the markers of the partitions this broker leads; returns those another node of
+        the cluster leads (their markers are sent there)."""
         writer = self.broker.replica_manager
         offsets_partitions: list[int] = []
+        remote: list[tuple[str, int]] = []
         for topic, partition in sorted(m.topic_partitions):
             lg = writer.get_log(topic, partition)
+            if lg is None and writer.missing_log_error(topic, partition) == errors.NOT_LEADER_OR_FOLLOWER:
+                remote.append((topic, partition))
+                continue
             if lg is None:
                 log.info("no marker for %s-%d of transaction %s: the partition is gone", topic, partition, m.transactional_id)
                 continue
@@ -354,6 +375,7 @@ class TransactionCoordinator:
         gc = self.broker.group_coordinator
         for partition in offsets_partitions:
             gc.complete_transaction(m.producer_id, commit, partition)
+        return remote
 
     # ---- timeouts and expiration -----------------------------------------------------------
 

@@ -30,12 +30,12 @@ import struct
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from kafka_sidecar.protocol.framing import FrameError
 from kafka_sidecar.server.broker import Broker
 from kafka_sidecar.server.config import BrokerConfig
 from kafka_sidecar.server.dispatch import SUPPORTED_APIS, ProtocolViolation, handle_request
+from kafka_sidecar.server.request_context import ClientInfo
 from kafka_sidecar.storage.log_segment import FileSlice
 
 from tests.fuzz.schema_requests import check_answer
@@ -48,24 +48,9 @@ LONG_POLL_CUT = 0.1
 HANDLER_TIMEOUT = 10.0
 
 
-class _Writer:
-    def is_closing(self) -> bool:
-        return False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 9) if name == "peername" else default
-
-
-class FakeConnection:
-    """What handlers see of a connection."""
-
-    def __init__(self) -> None:
-        self.peer = "127.0.0.1:9"
-        self.client_host = "127.0.0.1"
-        self.listener = "PLAINTEXT"
-        self.writer = _Writer()
-        self.principal = "User:ANONYMOUS"
-        self.sasl = None  # a PLAINTEXT listener: no SASL authenticator
+def plaintext_client() -> ClientInfo:
+    """What handlers see of a connection on a PLAINTEXT listener (no SASL authenticator)."""
+    return ClientInfo("127.0.0.1:9", "127.0.0.1", "PLAINTEXT")
 
 
 class _FailureLog(logging.Handler):
@@ -90,7 +75,7 @@ class Target:
             "log.initial.task.delay.ms": "600000", "offsets.topic.num.partitions": "2",
         })
         self.broker = Broker(config, self.dir / "data", "127.0.0.1", 0)
-        self.conn = FakeConnection()
+        self.client = plaintext_client()
         self.loop.run_until_complete(self.broker.start())
         lm = self.broker.log_manager
         for name in ("fuzz-a", "fuzz-b"):
@@ -108,7 +93,7 @@ class Target:
         try:
             long_poll = len(payload) >= 2 and struct.unpack_from(">h", payload)[0] in LONG_POLL_APIS
             timeout = LONG_POLL_CUT if long_poll else HANDLER_TIMEOUT
-            result = self.loop.run_until_complete(asyncio.wait_for(handle_request(self.broker, self.conn, payload), timeout))
+            result = self.loop.run_until_complete(asyncio.wait_for(handle_request(self.broker.services, self.client, payload), timeout))[0]
         except (FrameError, ProtocolViolation):
             return  # the connection would be closed, with one log line
         except TimeoutError:

@@ -150,7 +150,7 @@ def test_failing_handlers_answer_kafkas_error_response(monkeypatch) -> None:
                 continue
             flexible = bool(load_request_schema(case.api_key, case.version).__flexible__)
             payload = header(case.api_key, case.version, 7, flexible) + case.body
-            parts = target.loop.run_until_complete(handle_request(target.broker, target.conn, payload))
+            parts = target.loop.run_until_complete(handle_request(target.broker.services, target.client, payload))[0]
             if case.acks0:
                 assert parts is None
                 continue

@@ -61,6 +61,20 @@ def test_restart_keeps_data_and_two_brokers_get_their_own_ports() -> None:
         assert "kept" not in md.topics
 
 
+def test_broker_of_two_processes() -> None:
+    """``broker(processes=2)``: a ``serve --processes 2`` cluster; a topic's partitions led by
+    both nodes, written and read through the bootstrap list; the data dir gone after."""
+    with broker(processes=2, num_partitions=4, **{"auto.create.topics.enable": "true"}) as b:
+        assert len(b.ports) == 2 and b.bootstrap_servers == ",".join(f"127.0.0.1:{p}" for p in b.ports)
+        data_dir = b.data_dir
+        assert sorted(roundtrip(b.bootstrap_servers, "two-nodes", [b"v%d" % i for i in range(8)])) == sorted(b"v%d" % i for i in range(8))
+        md = AdminClient({"bootstrap.servers": b.bootstrap_servers}).list_topics("two-nodes", timeout=10)
+        assert sorted(md.brokers) == [1, 2]
+        assert {p.leader for p in md.topics["two-nodes"].partitions.values()} == {1, 2}
+        assert sorted(d.name for d in data_dir.iterdir() if d.is_dir()) == ["node-1", "node-2"]
+    assert not data_dir.exists()
+
+
 def test_kafka_container_shape() -> None:
     with KafkaContainer("confluentinc/cp-kafka:7.6.0").with_env("KAFKA_NUM_PARTITIONS", "2") as kafka:
         bootstrap = kafka.get_bootstrap_server()

@@ -314,7 +314,11 @@ def java_txn_copier(bootstrap: str, ledger: Ledger, log_dir: Path) -> JavaTool:
 def engine_churn(bootstrap: str, stop: threading.Event, ledger: Ledger) -> None:
     """Topics created, written and deleted; DeleteRecords and keyed writes for compaction."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "log_level": 3})
+    # No auto-creation: librdkafka's producer asks for the metadata of every topic it wrote on its
+    # periodic refresh (5 min) with auto-creation allowed, so each deleted churn topic came back
+    # (as it would on Kafka) and a one-hour run ended with ~800 of them, growing the RSS.
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "log_level": 3,
+                  "allow.auto.create.topics": False})
     n = 0
     while not stop.wait(2):
         n += 1

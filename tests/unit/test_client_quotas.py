@@ -247,7 +247,8 @@ def test_quota_metrics_are_kafkas_names_per_entity(tmp_path):
     throttle = broker.client_quotas.request.record("alice", "app", 20.0, now)
     assert throttle > 0
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ClientQuotaCollector(broker))
+    # Collected at the instant recorded (a loaded machine must not move the rate's window).
+    registry.register(ClientQuotaCollector(broker, now_ms=lambda: now))
     text = generate_latest(registry).decode()
     # A default client-id quota: the sensor's tags are the client id alone (DefaultQuotaCallback).
     assert 'kafka_server_request_request_time{client_id="app",user=""} 2.0' in text

@@ -86,7 +86,7 @@ def test_share_groups_enabled_follows_share_version(tmp_path: Path) -> None:
         data_dir = tmp_path
 
     broker = _Broker()
-    assert share_groups_enabled(broker)
+    assert share_groups_enabled(feature_control(broker))
     feature_control(broker).update([("share.version", 0, 2)], validate_only=False)
-    assert not share_groups_enabled(broker)
-    assert not share_groups_enabled(type("_Restarted", (), {"data_dir": tmp_path})())  # read back from the data dir
+    assert not share_groups_enabled(feature_control(broker))
+    assert not share_groups_enabled(feature_control(type("_Restarted", (), {"data_dir": tmp_path})()))  # read back from the data dir

@@ -1,8 +1,9 @@
 """The layering the README promises, checked on the source: protocol/ does no I/O and imports
 neither storage/ nor server/; storage/ does not use asyncio; client/ and spark/ import nothing from
 server/ and client/ does no asyncio; server/ has no import cycle, counting imports inside functions
-(only ``if TYPE_CHECKING:`` imports are left out); and Kafka's API names agree with the dispatch
-table."""
+(only ``if TYPE_CHECKING:`` imports are left out); the API handlers (server/apis/) see the broker
+only through BrokerServices and a RequestContext, never the Broker or the Connection; and Kafka's
+API names agree with the dispatch table."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from pathlib import Path
 from tests.support import REPO
 
 
-def _imports(path: Path, package: str) -> set[str]:
-    """Every module ``path`` imports at run time (absolute names)."""
+def _imports(path: Path, package: str, *, type_only: bool = False) -> set[str]:
+    """Every module ``path`` imports at run time (absolute names); with ``type_only`` also
+    those under ``if TYPE_CHECKING:``."""
     tree = ast.parse(path.read_text())
-    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-               for n in ast.walk(node)}
+    skipped = set() if type_only else {
+        id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)}
     is_pkg = path.name == "__init__.py"
     here = package.split(".") if is_pkg else package.split(".")[:-1]
     out: set[str] = set()
@@ -97,6 +100,19 @@ def test_server_has_no_import_cycle() -> None:
     for m in sorted(graph):
         if m not in state:
             visit(m, [m])
+
+
+def test_api_handlers_import_neither_broker_nor_connection() -> None:
+    """Handlers get (BrokerServices, RequestContext, request) and return their answer (with a
+    throttle, if any): no module of server/apis/ imports server.broker, server.connection or
+    server.dispatch, not even for type hints."""
+    mods = _modules("server", "kafka_sidecar.server")
+    apis = {m: p for m, p in mods.items() if m.startswith("kafka_sidecar.server.apis")}
+    assert "kafka_sidecar.server.apis.produce" in apis
+    banned = ("kafka_sidecar.server.broker", "kafka_sidecar.server.connection", "kafka_sidecar.server.dispatch")
+    for name, path in apis.items():
+        bad = {i for i in _imports(path, name, type_only=True) if i in banned or i.startswith(tuple(b + "." for b in banned))}
+        assert not bad, f"{path} imports {sorted(bad)}"
 
 
 def test_api_names_agree_with_the_dispatch_table() -> None:
