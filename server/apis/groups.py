@@ -245,7 +245,10 @@ class _TopicPartitionResults:
     def add(self, topic: str, partition: int, error: int, topic_id: Any = None) -> None:
         self.topics.setdefault((topic, topic_id), []).append({"partition_index": partition, "error_code": error})
 
-    def as_list(self) -> list[dict[str, Any]]:
+    def as_list(self, with_topic_id: bool = True) -> list[dict[str, Any]]:
+        """OffsetCommit's topics carry ``topic_id`` (v10); OffsetDelete's have no such field."""
+        if not with_topic_id:
+            return [{"name": t, "partitions": parts} for (t, _), parts in self.topics.items()]
         return [{"name": t, "topic_id": tid, "partitions": parts} for (t, tid), parts in self.topics.items()]
 
 
@@ -419,7 +422,7 @@ async def handle_offset_delete(services: BrokerServices, context: RequestContext
     for topic, parts in results:
         for partition, code in parts:
             builder.add(topic, partition, code)
-    return {"throttle_time": 0, "error_code": errors.NONE, "topics": builder.as_list()}
+    return {"throttle_time": 0, "error_code": errors.NONE, "topics": builder.as_list(with_topic_id=False)}
 
 
 # ---- ListGroups (16), DescribeGroups (15), DeleteGroups (42) ------------------------------------
