@@ -155,18 +155,25 @@ def describe_consumer(client: KafkaClient, group: str) -> GroupDescription | Non
                             group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch)
 
 
-def describe_share(client: KafkaClient, group: str) -> GroupDescription:
-    """ShareGroupDescribe (KIP-932); GroupCommandError with Kafka's message if there is none."""
+def describe_one(client: KafkaClient, group: str, api_key: int, kind: str, version: int) -> Any:
+    """One group from a ShareGroupDescribe/StreamsGroupDescribe at ``version`` (retried while the
+    coordinator loads); GroupCommandError with Kafka's message for an error."""
     def ask() -> Any:
         _, body = coordinator(client, group).request(
-            SHARE_GROUP_DESCRIBE, {"group_ids": [group], "include_authorized_operations": False}, max_version=1, min_version=1)
+            api_key, {"group_ids": [group], "include_authorized_operations": False}, max_version=version, min_version=version)
         return body
 
     body = retrying(ask, lambda b: b.groups[0].error_code.value)
     (g,) = body.groups
     code = g.error_code.value
     if code:
-        raise GroupCommandError(f"Executing share group command failed due to {java_exception(code, g.error_message)}")
+        raise GroupCommandError(f"Executing {kind} group command failed due to {java_exception(code, g.error_message)}")
+    return g
+
+
+def describe_share(client: KafkaClient, group: str) -> GroupDescription:
+    """ShareGroupDescribe (KIP-932); GroupCommandError with Kafka's message if there is none."""
+    g = describe_one(client, group, SHARE_GROUP_DESCRIBE, "share", 1)
     members = [MemberDescription(m.member_id, m.client_id, m.client_host, _partitions(m.assignment), member_epoch=m.member_epoch)
                for m in g.members]
     return GroupDescription(group, "share", g.group_state, members, assignor=g.assignor_name,

@@ -30,7 +30,7 @@ from .admin import (
     request,
     retrying,
 )
-from .group_describe import GroupCommandError, print_list
+from .group_describe import GroupCommandError, describe_one, print_list
 
 STREAMS_GROUP_DESCRIBE = 89
 MISSING = "-"
@@ -72,16 +72,7 @@ def _tasks(tasks: Any) -> Tasks:
 
 def describe_streams(client: KafkaClient, group: str) -> StreamsGroup:
     """StreamsGroupDescribe v0; GroupCommandError with Kafka's message if the group is not there."""
-    def ask() -> Any:
-        _, body = coordinator(client, group).request(
-            STREAMS_GROUP_DESCRIBE, {"group_ids": [group], "include_authorized_operations": False}, max_version=0)
-        return body
-
-    body = retrying(ask, lambda b: b.groups[0].error_code.value)
-    (g,) = body.groups
-    code = g.error_code.value
-    if code:
-        raise GroupCommandError(f"Executing streams group command failed due to {java_exception(code, g.error_message)}")
+    g = describe_one(client, group, STREAMS_GROUP_DESCRIBE, "streams", 0)
     subtopologies = g.topology.subtopologies if g.topology is not None else ()
     members = []
     for m in g.members:
