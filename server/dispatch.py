@@ -236,7 +236,8 @@ async def handle_request(services: BrokerServices, client: ClientInfo, data: byt
         services.metrics.protocol_errors += 1
         raise ProtocolViolation(f"cannot decode {spec.name} v{version} request: {e}") from None
     cluster = services.cluster
-    if cluster is not None and api_key > 1 and cluster.topics.log.has_news():
+    if cluster is not None and (api_key > 1 or cluster.topics.names_unknown(api_key, version, request)) \
+            and cluster.topics.log.has_news():
         # A cluster node answers from the topics every node agreed on (server/cluster/topics.py).
         await cluster.topics.catch_up(services)
     # A coordinator request is answered once the coordinator partitions it wrote to (or read) are

@@ -10,7 +10,8 @@ by another node is TOPIC_ALREADY_EXISTS), appends its record, fsyncs it, then ap
 own logs; the lock orders the changes as the controller would. Before answering any request but
 Produce and Fetch, a node catches up if the file grew (one ``fstat``), so an answer from any node
 reflects every change already acknowledged by any node: a topic created through node 2 is in
-node 1's next Metadata answer. Produce and Fetch do not look: a node learns of a deletion made
+node 1's next Metadata answer. Produce and Fetch look only when they name a topic or partition the
+node does not hold (so one sent right after CreateTopics finds it); a node learns of a deletion made
 elsewhere within ``POLL_INTERVAL_S`` (the periodic catch-up), as a Kafka broker learns it from the
 metadata log after the controller answered.
 

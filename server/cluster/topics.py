@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.storage.metadata_files import kafka_uuid_str, parse_kafka_uuid
 from kafka_sidecar.storage.topic_registry import TopicInfo
@@ -92,6 +92,25 @@ class ClusterTopics:
         await services.run_blocking(self._catch_up_blocking)
         self.finish_deletions(services)
 
+    def names_unknown(self, api_key: int, version: int, request: Any) -> bool:
+        """Whether a Produce (0) or Fetch (1) names a topic or partition this node does not hold:
+        then it catches up before answering (a topic just made through another node is there, as
+        the CreateTopics answer promised), while the usual request costs no ``fstat``."""
+        lm = self.log_manager
+        if version >= 13:
+            by_id = lm.metadata.topics_by_id
+            for t in request.topic_data if api_key == 0 else request.topics:
+                info = by_id.get(t.topic_id)
+                if info is None or not _all_below(t, api_key, info.partitions):
+                    return True
+            return False
+        topics = lm.metadata.topics
+        for t in request.topic_data if api_key == 0 else request.topics:
+            info = topics.get(t.name if api_key == 0 else t.topic)
+            if info is None or not _all_below(t, api_key, info.partitions):
+                return True
+        return False
+
     async def poll(self, services: BrokerServices) -> None:
         """The periodic look (a deletion made elsewhere reaches Produce and Fetch here)."""
         if self.log.has_news():
@@ -112,3 +131,9 @@ class ClusterTopics:
 
     def close(self) -> None:
         self.log.close()
+
+
+def _all_below(t: Any, api_key: int, count: int) -> bool:
+    if api_key == 0:
+        return all(p.index < count for p in t.partition_data)
+    return all(p.partition < count for p in t.partitions)

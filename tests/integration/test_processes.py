@@ -139,6 +139,19 @@ def test_wrong_node_answers_not_leader_or_follower(cluster: SidecarProcess) -> N
             assert w.produce("wrong-node", batch([b"x"]), partition=p)["error"] == 0
 
 
+def test_produce_right_after_create_finds_the_topic_on_every_node(cluster: SidecarProcess) -> None:
+    """CreateTopics through one node, then at once Produce and Fetch to each partition's leader:
+    the leader holds the topic already (it catches up when a request names a topic it lacks)."""
+    for i in range(6):
+        name = f"fresh-{i}"
+        _create(cluster, 1 + i % 2, name, 2)
+        leaders, _ = _leaders(_bootstrap(cluster, 1 + i % 2), name)
+        for p, leader in leaders.items():
+            with Wire(_bootstrap(cluster, leader)) as w:
+                assert w.produce(name, batch([b"x"]), partition=p)["error"] == 0, (name, p, leader)
+                assert w.fetch(name, p, 0)["error"] == 0
+
+
 def test_producer_ids_are_unique_across_nodes(cluster: SidecarProcess) -> None:
     """Each node hands out its own producer ids (node k: ids k - 1 mod N): an idempotent producer
     initialised through one node never shares its id with one initialised through the other."""
