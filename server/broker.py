@@ -200,6 +200,8 @@ class Broker:
         await self.transaction_coordinator.start()  # replays __transaction_state, completes Prepare* transactions
         await self.share_coordinator.start()  # replays __share_group_state (share-partition state)
         self.services = self._services()
+        if self.cluster is not None:  # ACLs, quotas, SCRAM users, features, broker configs as the cluster's log has them
+            self.cluster.admin.apply_others(self.services)
         self.state = "binding listeners"
         for ep in self.listeners:
             try:

@@ -237,7 +237,7 @@ async def handle_request(services: BrokerServices, client: ClientInfo, data: byt
         raise ProtocolViolation(f"cannot decode {spec.name} v{version} request: {e}") from None
     cluster = services.cluster
     if cluster is not None and (api_key > 1 or cluster.topics.names_unknown(api_key, version, request)) \
-            and cluster.topics.log.has_news():
+            and (cluster.topics.log.has_news() or cluster.topics.others):
         # A cluster node answers from the topics every node agreed on (server/cluster/topics.py).
         await cluster.topics.catch_up(services)
     # A coordinator request is answered once the coordinator partitions it wrote to (or read) are

@@ -154,6 +154,15 @@ class FeatureControl:
         checkpoint.write_with_copy(self.path, {"version": FEATURES_FILE_VERSION, **payload,
                                                "crc32": checkpoint.json_checksum(payload)})
 
+    def adopt(self, name: str, level: int) -> None:
+        """A level finalized through the cluster's metadata log (``serve --processes N``): in
+        memory only, the log keeps it."""
+        with self._lock:
+            if name in self._levels:
+                self._levels[name] = level
+                self.epoch += 1
+                log.info("Finalized features updated (epoch %d): %s=%d", self.epoch, name, level)
+
     # ---- queries -----------------------------------------------------------------------------
 
     def finalized_level(self, name: str) -> int:

@@ -62,6 +62,20 @@ class DynamicBrokerConfig:
                 self.on_log_defaults(self.log_defaults())
             log.info("dynamic broker configs (%s) are now %s", scope or "cluster default", configs or "{}")
 
+    def adopt(self, scope: str, configs: dict[str, str], schedule: Callable[..., None]) -> None:
+        """Make ``configs`` those of ``scope`` without writing the file (``serve --processes N``:
+        the cluster's metadata log keeps them); the logs' defaults are rebuilt through ``schedule``
+        (the storage thread)."""
+        with self._lock:
+            if configs:
+                self.configs[scope] = dict(configs)
+            else:
+                self.configs.pop(scope, None)
+            defaults = self.log_defaults()
+        if self.on_log_defaults is not None:
+            schedule(self.on_log_defaults, defaults)
+        log.info("dynamic broker configs (%s) are now %s", scope or "cluster default", configs or "{}")
+
     def log_defaults(self) -> dict[str, Any]:
         """The static log defaults overlaid by what the per-broker, then cluster-wide, dynamic
         configs imply."""

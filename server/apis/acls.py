@@ -162,6 +162,17 @@ async def handle_create_acls(services: BrokerServices, context: RequestContext, 
         else:
             results.append({"error_code": errors.NONE, "error_message": ""})
             valid.append(b)
+    if valid and services.cluster is not None:  # serve --processes N: through the cluster's log
+        from ..cluster import acl_records
+
+        try:
+            await services.cluster.admin.change(services, lambda: (acl_records.created(valid, az), None))
+        except OSError as e:
+            log.warning("CreateAcls failed: cannot write the cluster metadata log: %s", e)
+            for r in results:
+                if r["error_code"] == errors.NONE:
+                    r.update(error_code=errors.UNKNOWN_SERVER_ERROR, error_message=None)
+        return {"throttle_time": 0, "results": results}
     if valid:
         async with az.lock:
             added, removed = az.apply(add=valid)
@@ -204,24 +215,20 @@ async def handle_delete_acls(services: BrokerServices, context: RequestContext, 
         return every(CLUSTER_AUTHORIZATION_FAILED, _cluster_denied_message(context, AclOperation.ALTER))
     if not isinstance(az, StandardAuthorizer):
         return every(SECURITY_DISABLED, "No Authorizer is configured.")
+    if services.cluster is not None:  # serve --processes N: matched and removed in the log's turn
+        from ..cluster import acl_records
+
+        def build() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            results, doomed = _match_filters(az, filters)
+            return acl_records.removed(doomed), results
+
+        try:
+            return {"throttle_time": 0, "filter_results": await services.cluster.admin.change(services, build)}
+        except OSError as e:
+            log.warning("DeleteAcls failed: cannot write the cluster metadata log: %s", e)
+            return every(errors.UNKNOWN_SERVER_ERROR, None)
     async with az.lock:
-        results: list[dict[str, Any]] = []
-        doomed: dict[AclBinding, None] = {}
-        for f in filters:
-            flt = _filter(f)
-            if flt.pattern_unknown():
-                results.append({"error_code": errors.INVALID_REQUEST, "error_message": "Unknown patternFilter.", "matching_acls": []})
-                continue
-            if flt.entry_unknown():
-                results.append({"error_code": errors.INVALID_REQUEST, "error_message": "Unknown entryFilter.", "matching_acls": []})
-                continue
-            matched = az.acls(flt)
-            if len(doomed.keys() | set(matched)) > MAX_ACLS_PER_DELETE:
-                results.append({"error_code": errors.INVALID_REQUEST, "matching_acls": [],
-                                "error_message": f"Cannot remove more than {MAX_ACLS_PER_DELETE} acls in a single delete operation."})
-                continue
-            doomed.update(dict.fromkeys(matched))
-            results.append({"error_code": errors.NONE, "error_message": None, "matching_acls": [_matching_acl(a) for a in matched]})
+        results, doomed = _match_filters(az, filters)
         if doomed:
             added, removed = az.apply(remove=doomed)
             try:
@@ -233,3 +240,26 @@ async def handle_delete_acls(services: BrokerServices, context: RequestContext, 
             for a in removed:
                 log.info("ACL deleted by %s: %s", context.principal, a)
     return {"throttle_time": 0, "filter_results": results}
+
+
+def _match_filters(az: StandardAuthorizer, filters: list[Any]) -> tuple[list[dict[str, Any]], dict[AclBinding, None]]:
+    """DeleteAcls' per-filter results and the ACLs they remove (every filter matched against the
+    ACLs as they are before the request)."""
+    results: list[dict[str, Any]] = []
+    doomed: dict[AclBinding, None] = {}
+    for f in filters:
+        flt = _filter(f)
+        if flt.pattern_unknown():
+            results.append({"error_code": errors.INVALID_REQUEST, "error_message": "Unknown patternFilter.", "matching_acls": []})
+            continue
+        if flt.entry_unknown():
+            results.append({"error_code": errors.INVALID_REQUEST, "error_message": "Unknown entryFilter.", "matching_acls": []})
+            continue
+        matched = az.acls(flt)
+        if len(doomed.keys() | set(matched)) > MAX_ACLS_PER_DELETE:
+            results.append({"error_code": errors.INVALID_REQUEST, "matching_acls": [],
+                            "error_message": f"Cannot remove more than {MAX_ACLS_PER_DELETE} acls in a single delete operation."})
+            continue
+        doomed.update(dict.fromkeys(matched))
+        results.append({"error_code": errors.NONE, "error_message": None, "matching_acls": [_matching_acl(a) for a in matched]})
+    return results, doomed

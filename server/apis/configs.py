@@ -577,6 +577,18 @@ def _preflight(resources: list[Any], incremental: bool) -> dict[int, ApiError]:
     return found
 
 
+def _broker_props(services: BrokerServices, r: Any, incremental: bool) -> dict[str, str]:
+    """The dynamic configs of a BROKER resource's scope after the change, checked (ApiError if not)."""
+    layers = broker_layers(services)
+    current = layers.dynamic_broker if r.resource_name else layers.dynamic_default
+    if incremental:
+        props = _incremental_broker_configs(current, [(c.name, c.config_operation, c.value) for c in r.configs])
+    else:
+        props = {c.name: c.value for c in r.configs}
+    _validate_broker_configs(services, props, bool(r.resource_name), layers)
+    return props
+
+
 # One config change at a time per broker (Kafka's controller serializes them too), so that an
 # incremental change is computed from the configs the previous one left.
 _ALTER_LOCKS: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
@@ -606,13 +618,17 @@ async def _alter_locked(services: BrokerServices, context: RequestContext, heade
                 if name:
                     _check_node_id(services, name)
                 scope = str(services.node_id) if name else ""
-                layers = broker_layers(services)
-                current = layers.dynamic_broker if name else layers.dynamic_default
-                if incremental:
-                    props = _incremental_broker_configs(current, [(c.name, c.config_operation, c.value) for c in r.configs])
-                else:
-                    props = {c.name: c.value for c in r.configs}
-                _validate_broker_configs(services, props, bool(name), layers)
+                if services.cluster is not None and not validate_only:  # serve --processes N: in the cluster log's turn
+                    from ..cluster import config_records
+
+                    def build(r: Any = r, scope: str = scope) -> tuple[list[dict[str, Any]], None]:
+                        props = _broker_props(services, r, incremental)
+                        return [config_records.scope_set(scope, props)], None
+
+                    await services.cluster.admin.change(services, build)
+                    responses.append({"error_code": errors.NONE, "error_message": None, "resource_type": rtype, "resource_name": name})
+                    continue
+                props = _broker_props(services, r, incremental)
                 if not validate_only:
                     await services.run_blocking(services.dynamic_config.set, scope, props)
             elif rtype == CLIENT_METRICS:  # server/telemetry/

@@ -38,6 +38,21 @@ async def handle_update_features(services: BrokerServices, context: RequestConte
         return _answer(CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", [])
     updates = [(u.feature, u.max_version_level, getattr(u, "upgrade_type", UPGRADE)) for u in request.feature_updates]
     control = services.features
+    if services.cluster is not None and not getattr(request, "validate_only", False):  # serve --processes N
+        from ..cluster import feature_records
+
+        def build() -> tuple[list[dict[str, Any]], tuple[str | None, list[str]]]:
+            reason, updated = control.update(updates, True)
+            return ([] if reason is not None else feature_records.levels(updates)), (reason, updated)
+
+        try:
+            reason, updated = await services.cluster.admin.change(services, build)
+        except OSError as e:
+            log.error("UpdateFeatures: cannot write the cluster metadata log: %s", e)
+            return _answer(errors.UNKNOWN_SERVER_ERROR, f"Cannot store the finalized features: {e}", [])
+        if reason is not None:
+            return _answer(INVALID_UPDATE_VERSION, FAILED_FOR_ALL + reason, [])
+        return _answer(errors.NONE, None, [{"feature": n, "error_code": errors.NONE, "error_message": "NONE"} for n in updated])
     try:
         reason, updated = await services.run_blocking(control.update, updates, getattr(request, "validate_only", False))
     except OSError as e:

@@ -91,6 +91,21 @@ async def handle_alter_client_quotas(services: BrokerServices, context: RequestC
     hosts = {n for a in alterations for t, n in a.components if t == "ip" and n}
     resolved = {h: await services.run_blocking(_resolvable, h) for h in hosts if not is_ip(h)}
     quotas = services.client_quotas
+    if services.cluster is not None and not request.validate_only:  # serve --processes N: through the cluster's log
+        from ..cluster import quota_records
+
+        def build() -> tuple[list[dict[str, Any]], list[tuple[Entity, QuotaError | None]]]:
+            results, after = quotas.store.alter(alterations, False, lambda h: resolved.get(h, True))
+            return quota_records.changed(quotas.store.quotas, after), results
+
+        try:
+            results = await services.cluster.admin.change(services, build)
+        except OSError as e:
+            log.error("cannot write client quotas to the cluster metadata log: %s", e)
+            message = f"cannot write the client quotas: {e.strerror or e}"
+            results, _ = quotas.store.alter(alterations, True, lambda h: resolved.get(h, True))
+            results = [(entity, error or QuotaError(message, UNKNOWN_SERVER_ERROR)) for entity, error in results]
+        return _alter_answer(results)
     lock = _locks.setdefault(id(services), asyncio.Lock())
     async with lock:
         results, after = quotas.store.alter(alterations, bool(request.validate_only), lambda h: resolved.get(h, True))
@@ -104,6 +119,10 @@ async def handle_alter_client_quotas(services: BrokerServices, context: RequestC
             else:
                 quotas.apply(after)
                 log.info("client quotas altered: %s", {repr(dict(e)): v for e, v in after.items()})
+    return _alter_answer(results)
+
+
+def _alter_answer(results: list[tuple[Entity, QuotaError | None]]) -> dict[str, Any]:
     return {"throttle_time": 0, "entries": [
         {"error_code": 0 if error is None else error.code, "error_message": None if error is None else error.message,
          "entity": _entity_data(entity, ordered=True)} for entity, error in results]}

@@ -31,10 +31,12 @@ from ..security.credentials import (
     SCRAM_BY_TYPE,
     SCRAM_MAX_ITERATIONS,
     SCRAM_MIN_ITERATIONS,
+    ScramCredentialStore,
     credential_from_salted,
 )
 
 if TYPE_CHECKING:
+    from ..cluster.admin import ClusterAdmin
     from ..request_context import RequestContext
     from ..services import BrokerServices
 
@@ -94,6 +96,42 @@ def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[int, str] | No
     return None
 
 
+def _plan(store: ScramCredentialStore, request: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, tuple[int, str]]]:
+    """AlterUserScramCredentials' checks against the credentials now: (deletions, upserts, failed) by user."""
+    deletions: dict[str, Any] = {}
+    upserts: dict[str, Any] = {}
+    failed: dict[str, tuple[int, str]] = {}
+    for d in request.deletions:
+        if d.name in failed:
+            continue
+        if deletions.pop(d.name, None) is not None:
+            failed[d.name] = (DUPLICATE_RESOURCE, _DUPLICATE)
+            continue
+        error = _check_name_and_mechanism(d.name, d.mechanism)
+        if error is None and store.get(d.name, SCRAM_BY_TYPE[d.mechanism]) is None:
+            error = (RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist")
+        if error is not None:
+            failed[d.name] = error
+        else:
+            deletions[d.name] = d
+    for u in request.upsertions:
+        if u.name in failed:
+            continue
+        if deletions.pop(u.name, None) is not None or upserts.pop(u.name, None) is not None:
+            failed[u.name] = (DUPLICATE_RESOURCE, _DUPLICATE)
+            continue
+        error = _check_name_and_mechanism(u.name, u.mechanism)
+        if error is None and u.iterations < SCRAM_MIN_ITERATIONS:
+            error = (UNACCEPTABLE_CREDENTIAL, "Too few iterations")
+        elif error is None and u.iterations > SCRAM_MAX_ITERATIONS:
+            error = (UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+        if error is not None:
+            failed[u.name] = error
+        else:
+            upserts[u.name] = u
+    return deletions, upserts, failed
+
+
 async def handle_alter_user_scram_credentials(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
     header = context.header
     if not _authorized(services, context, header, "ALTER"):
@@ -101,39 +139,11 @@ async def handle_alter_user_scram_credentials(services: BrokerServices, context:
         return {"throttle_time": 0, "results": [
             {"user": u, "error_code": CLUSTER_AUTHORIZATION_FAILED, "error_message": _CLUSTER_DENIED} for u in users]}
     store = services.scram_store
+    if services.cluster is not None:  # serve --processes N: checked and recorded in the cluster log's turn
+        return await _alter_in_cluster(services, services.cluster.admin, request)
     lock = _locks.setdefault(id(store), asyncio.Lock())
     async with lock:
-        deletions: dict[str, Any] = {}
-        upserts: dict[str, Any] = {}
-        failed: dict[str, tuple[int, str]] = {}
-        for d in request.deletions:
-            if d.name in failed:
-                continue
-            if deletions.pop(d.name, None) is not None:
-                failed[d.name] = (DUPLICATE_RESOURCE, _DUPLICATE)
-                continue
-            error = _check_name_and_mechanism(d.name, d.mechanism)
-            if error is None and store.get(d.name, SCRAM_BY_TYPE[d.mechanism]) is None:
-                error = (RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist")
-            if error is not None:
-                failed[d.name] = error
-            else:
-                deletions[d.name] = d
-        for u in request.upsertions:
-            if u.name in failed:
-                continue
-            if deletions.pop(u.name, None) is not None or upserts.pop(u.name, None) is not None:
-                failed[u.name] = (DUPLICATE_RESOURCE, _DUPLICATE)
-                continue
-            error = _check_name_and_mechanism(u.name, u.mechanism)
-            if error is None and u.iterations < SCRAM_MIN_ITERATIONS:
-                error = (UNACCEPTABLE_CREDENTIAL, "Too few iterations")
-            elif error is None and u.iterations > SCRAM_MAX_ITERATIONS:
-                error = (UNACCEPTABLE_CREDENTIAL, "Too many iterations")
-            if error is not None:
-                failed[u.name] = error
-            else:
-                upserts[u.name] = u
+        deletions, upserts, failed = _plan(store, request)
         if deletions or upserts:
             before = copy.deepcopy(store.credentials)
             for d in deletions.values():
@@ -154,6 +164,35 @@ async def handle_alter_user_scram_credentials(services: BrokerServices, context:
                 log.info("deleted %s credential of user %r", SCRAM_BY_TYPE[d.mechanism], d.name)
             for u in upserts.values():
                 log.info("set %s credential of user %r (%d iterations)", SCRAM_BY_TYPE[u.mechanism], u.name, u.iterations)
+    results = [{"user": n, "error_code": 0, "error_message": None} for n in [*deletions, *upserts]]
+    results += [{"user": n, "error_code": code, "error_message": msg} for n, (code, msg) in failed.items()]
+    return {"throttle_time": 0, "results": results}
+
+
+async def _alter_in_cluster(services: BrokerServices, admin: ClusterAdmin, request: Any) -> dict[str, Any]:
+    from ..cluster import scram_records
+
+    store = services.scram_store
+
+    def build() -> tuple[list[dict[str, Any]], tuple[dict[str, Any], dict[str, Any], dict[str, tuple[int, str]]]]:
+        deletions, upserts, failed = _plan(store, request)
+        records = [scram_records.deleted(d.name, SCRAM_BY_TYPE[d.mechanism]) for d in deletions.values()]
+        for u in upserts.values():
+            mech = SCRAM_BY_TYPE[u.mechanism]
+            records.append(scram_records.upserted(u.name, mech, credential_from_salted(mech, bytes(u.salted_password), bytes(u.salt), u.iterations)))
+        return records, (deletions, upserts, failed)
+
+    try:
+        deletions, upserts, failed = await admin.change(services, build)
+    except OSError as e:
+        log.error("cannot write SCRAM credentials to the cluster metadata log: %s", e)
+        message = f"cannot write the SCRAM credentials: {e.strerror or e}"
+        users = dict.fromkeys([*(d.name for d in request.deletions), *(u.name for u in request.upsertions)])
+        return {"throttle_time": 0, "results": [{"user": n, "error_code": UNKNOWN_SERVER_ERROR, "error_message": message} for n in users]}
+    for d in deletions.values():
+        log.info("deleted %s credential of user %r", SCRAM_BY_TYPE[d.mechanism], d.name)
+    for u in upserts.values():
+        log.info("set %s credential of user %r (%d iterations)", SCRAM_BY_TYPE[u.mechanism], u.name, u.iterations)
     results = [{"user": n, "error_code": 0, "error_message": None} for n in [*deletions, *upserts]]
     results += [{"user": n, "error_code": code, "error_message": msg} for n, (code, msg) in failed.items()]
     return {"throttle_time": 0, "results": results}

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .admin import ClusterAdmin
 from .layout import ClusterLayout
 from .peers import Peers
 from .placement import Placement
@@ -40,6 +41,7 @@ class ClusterNode:
         self.placement = Placement(node_id, layout.processes)
         self.sockets = parse_listen_fds(listen_fds)
         self.topics: ClusterTopics | None = None
+        self.admin: ClusterAdmin  # with the topics, by ``attach``
         # Inter-node requests (WriteTxnMarkers, KIP-890 verification) to the other nodes.
         self.peers = Peers(node_id, {k: ep for k, ep in layout.internal.items() if k != node_id})
         self.markers = TxnMarkerSender(self)
@@ -48,6 +50,7 @@ class ClusterNode:
         """Make ``log_manager`` a node's: logs only for the partitions it leads, topic changes
         through the cluster's topic log."""
         self.topics = ClusterTopics(self.cluster_dir, log_manager)
+        self.admin = ClusterAdmin(self.topics)
         log_manager.is_local = self.placement.is_local
         log_manager.journal = self.topics
         return self.topics

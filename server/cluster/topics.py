@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+TOPIC_OPS = frozenset({"topic", "delete"})
+
 
 class ClusterTopics:
     def __init__(self, cluster_dir: Path, log_manager: LogManager) -> None:
@@ -36,6 +38,9 @@ class ClusterTopics:
         # Deletions applied on the storage thread whose follow-up (fetch waits woken, groups'
         # offsets dropped, dirs removed later) runs on the event loop: (name, partitions, dirs).
         self.deleted: list[tuple[str, int, list[Path]]] = []
+        # The other records read (ACLs, quotas, SCRAM, features, broker configs: admin.py), in the
+        # log's order, waiting to be applied on the event loop.
+        self.others: list[Record] = []
 
     # ---- TopicJournal --------------------------------------------------------------------
 
@@ -56,6 +61,9 @@ class ClusterTopics:
     def _apply(self, records: list[Record]) -> None:
         lm = self.log_manager
         for r in records:
+            if r["op"] not in TOPIC_OPS:
+                self.others.append(r)
+                continue
             name = r["name"]
             local = lm.metadata.topics.get(name)
             topic_id = parse_kafka_uuid(r["topic_id"])
@@ -75,7 +83,7 @@ class ClusterTopics:
     def load(self) -> None:
         """At start, after the logs loaded (blocking): hold exactly the topics the log has."""
         lm = self.log_manager
-        with self.log.turn(lambda records: None):
+        with self.log.turn(lambda records: self.others.extend(r for r in records if r["op"] not in TOPIC_OPS)):
             want = {name: parse_kafka_uuid(r["topic_id"]) for name, r in self.log.topics.items()}
             for name, info in list(lm.metadata.topics.items()):
                 if want.get(name) != info.topic_id:
@@ -91,6 +99,8 @@ class ClusterTopics:
         """Apply what the other nodes recorded since this node last looked."""
         await services.run_blocking(self._catch_up_blocking)
         self.finish_deletions(services)
+        if self.others and services.cluster is not None:
+            services.cluster.admin.apply_others(services)
 
     def names_unknown(self, api_key: int, version: int, request: Any) -> bool:
         """Whether a Produce (0) or Fetch (1) names a topic or partition this node does not hold:
@@ -113,7 +123,7 @@ class ClusterTopics:
 
     async def poll(self, services: BrokerServices) -> None:
         """The periodic look (a deletion made elsewhere reaches Produce and Fetch here)."""
-        if self.log.has_news():
+        if self.log.has_news() or self.others:
             await self.catch_up(services)
         elif self.deleted:
             self.finish_deletions(services)

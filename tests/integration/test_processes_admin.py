@@ -1,0 +1,310 @@
+"""``serve --processes 2``: admin state changed through one node is in force on the other.
+
+ACLs, client quotas, SCRAM users, finalized features and dynamic broker configs are recorded in
+the cluster's metadata log (server/cluster/admin.py): a change asked of one node (over TCP with
+the Wire helper, so the node is chosen) is seen and enforced by the other, and a node restarted
+after SIGKILL has it back from the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+
+from tests.conformance.wire import Wire, batch
+from tests.support import SidecarProcess
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+PRODUCE, FIND_COORDINATOR, API_VERSIONS = 0, 10, 18
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
+DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+DESCRIBE_SCRAM, ALTER_SCRAM = 50, 51
+UPDATE_FEATURES = 57
+TOPIC_AUTHORIZATION_FAILED, RESOURCE_NOT_FOUND = 29, 91
+TOPIC, BROKER = 2, 4
+ANONYMOUS = "User:ANONYMOUS"
+QUIET = {"log_level": 3}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    proc = SidecarProcess(tmp_path_factory.mktemp("processes-admin") / "data", processes=2, overrides={
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
+        "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4",
+        "transaction.state.log.num.partitions": "4",
+    })
+    proc.start(timeout=120)
+    try:
+        yield proc
+    finally:
+        if proc.proc is not None and proc.proc.poll() is None:
+            try:
+                proc.stop(timeout=60)
+            except Exception:
+                proc.kill()
+
+
+def _node(cluster: SidecarProcess, k: int, client_id: str = "admin-test") -> Wire:
+    return Wire(f"127.0.0.1:{cluster.ports[k - 1]}", client_id=client_id)
+
+
+def _topic_on(cluster: SidecarProcess, name: str, partitions: int) -> dict[int, int]:
+    """Create ``name`` and return partition -> leader node."""
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{cluster.ports[0]}", **QUIET})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    with _node(cluster, 1) as w:
+        (t,) = w.metadata([name])["topics"]
+    return {p["partition_index"]: p["leader_id"] for p in t["partitions"]}
+
+
+def _eventually(check: Any, timeout: float = 10.0) -> Any:
+    """Produce and Fetch see another node's change within the metadata log's poll interval."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(0.05)
+
+
+def _acl(topic: str, op: int = 4, permission: int = 2) -> dict[str, Any]:
+    """A LITERAL topic ACL for ANONYMOUS (op 4 WRITE, permission 2 DENY)."""
+    return {"resource_type": TOPIC, "resource_name": topic, "resource_pattern_type": 3, "principal": ANONYMOUS,
+            "host": "*", "operation": op, "permission_type": permission}
+
+
+def _describe_acls(w: Wire, topic: str) -> list[dict[str, Any]]:
+    answer = w.call(DESCRIBE_ACLS, 3, {"resource_type_filter": TOPIC, "resource_name_filter": topic, "pattern_type_filter": 3,
+                                       "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1})
+    assert answer["error_code"] == 0, answer
+    return [a for r in answer["resources"] for a in r["acls"]]
+
+
+def test_acl_created_through_one_node_is_enforced_by_the_other(cluster: SidecarProcess) -> None:
+    leaders = _topic_on(cluster, "guarded", 2)
+    p2 = next(p for p, k in leaders.items() if k == 2)
+    with _node(cluster, 2) as w:
+        assert w.produce("guarded", batch([b"before"]), partition=p2)["error"] == 0
+    with _node(cluster, 1) as w:
+        answer = w.call(CREATE_ACLS, 3, {"creations": [_acl("guarded")]})
+        assert [r["error_code"] for r in answer["results"]] == [0]
+    with _node(cluster, 2) as w:
+        assert [(a["principal"], a["operation"], a["permission_type"]) for a in _describe_acls(w, "guarded")] == [(ANONYMOUS, 4, 2)]
+        assert _eventually(lambda: w.produce("guarded", batch([b"denied"]), partition=p2)["error"] == TOPIC_AUTHORIZATION_FAILED)
+        # Deleted through node 2: node 1 lists none at once, and node 2 takes writes again.
+        answer = w.call(DELETE_ACLS, 3, {"filters": [{
+            "resource_type_filter": TOPIC, "resource_name_filter": "guarded", "pattern_type_filter": 3,
+            "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}]})
+        (result,) = answer["filter_results"]
+        assert result["error_code"] == 0 and len(result["matching_acls"]) == 1
+    with _node(cluster, 1) as w:
+        assert _describe_acls(w, "guarded") == []
+    with _node(cluster, 2) as w:
+        assert w.produce("guarded", batch([b"after"]), partition=p2)["error"] == 0
+
+
+def test_acls_listed_by_kafka_acls_tool_whichever_node_it_asks(cluster: SidecarProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": ",".join(f"127.0.0.1:{p}" for p in cluster.ports), **QUIET})
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    binding = AclBinding(ResourceType.TOPIC, "listed", ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    admin.create_acls([binding])[binding].result(30)
+    flt = AclBindingFilter(ResourceType.TOPIC, "listed", ResourcePatternType.LITERAL, None, None, AclOperation.ANY, AclPermissionType.ANY)
+    for k in (1, 2):
+        with _node(cluster, k) as w:
+            assert [a["principal"] for a in _describe_acls(w, "listed")] == ["User:alice"]
+    assert admin.delete_acls([flt])[flt].result(30) == [binding]
+
+
+def test_quota_set_through_one_node_throttles_on_the_other(cluster: SidecarProcess) -> None:
+    leaders = _topic_on(cluster, "metered", 2)
+    p2 = next(p for p, k in leaders.items() if k == 2)
+    entity = [{"entity_type": "client-id", "entity_name": "slow"}]
+    with _node(cluster, 1) as w:
+        answer = w.call(ALTER_CLIENT_QUOTAS, 1, {"entries": [{"entity": entity, "ops": [
+            {"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}], "validate_only": False})
+        assert [e["error_code"] for e in answer["entries"]] == [0]
+    with _node(cluster, 2) as w:
+        described = w.call(DESCRIBE_CLIENT_QUOTAS, 1, {"components": [
+            {"entity_type": "client-id", "match_type": 0, "match": "slow"}], "strict": False})
+        assert [v for e in described["entries"] for v in e["values"]] == [{"key": "producer_byte_rate", "value": 1024.0}]
+    with _node(cluster, 2, client_id="slow") as w:
+        def throttled() -> bool:
+            body = w.send_frame(PRODUCE, 9, w.produce_frame("metered", batch([b"x" * 20_000]), partition=p2))
+            assert w.produce_result(body)["error"] == 0
+            return body["throttle_time"] > 0
+        assert _eventually(throttled)
+    with _node(cluster, 2) as w:  # removed through node 2: node 1 describes none
+        w.call(ALTER_CLIENT_QUOTAS, 1, {"entries": [{"entity": entity, "ops": [
+            {"key": "producer_byte_rate", "value": 0.0, "remove": True}]}], "validate_only": False})
+    with _node(cluster, 1) as w:
+        described = w.call(DESCRIBE_CLIENT_QUOTAS, 1, {"components": [
+            {"entity_type": "client-id", "match_type": 0, "match": "slow"}], "strict": False})
+        assert described["entries"] == []
+
+
+def _scram_upsertion(user: str, password: str) -> dict[str, Any]:
+    salt = os.urandom(16)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, 4096)
+    return {"name": user, "mechanism": 1, "iterations": 4096, "salt": salt, "salted_password": salted}
+
+
+def test_scram_user_made_through_one_node_is_known_to_the_other(cluster: SidecarProcess) -> None:
+    with _node(cluster, 2) as w:
+        answer = w.call(ALTER_SCRAM, 0, {"deletions": [], "upsertions": [_scram_upsertion("carol", "carol-secret")]})
+        assert answer["results"] == [{"user": "carol", "error_code": 0, "error_message": None}]
+    with _node(cluster, 1) as w:
+        answer = w.call(DESCRIBE_SCRAM, 0, {"users": [{"name": "carol"}]})
+        assert answer["results"][0]["error_code"] == 0
+        assert answer["results"][0]["credential_infos"] == [{"mechanism": 1, "iterations": 4096}]
+        # Deleted through node 1: node 2 knows it is gone.
+        answer = w.call(ALTER_SCRAM, 0, {"deletions": [{"name": "carol", "mechanism": 1}], "upsertions": []})
+        assert answer["results"][0]["error_code"] == 0
+    with _node(cluster, 2) as w:
+        assert w.call(DESCRIBE_SCRAM, 0, {"users": [{"name": "carol"}]})["results"][0]["error_code"] == RESOURCE_NOT_FOUND
+        # The check against what node 1 did: deleting again is RESOURCE_NOT_FOUND here too.
+        answer = w.call(ALTER_SCRAM, 0, {"deletions": [{"name": "carol", "mechanism": 1}], "upsertions": []})
+        assert answer["results"][0]["error_code"] == RESOURCE_NOT_FOUND
+
+
+def _finalized(w: Wire) -> dict[str, int]:
+    answer = w.call(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    return {f["name"]: f["max_version_level"] for f in answer["finalized_features"]}
+
+
+def test_feature_level_updated_through_one_node_is_finalized_on_the_other(cluster: SidecarProcess) -> None:
+    with _node(cluster, 1) as w:
+        assert _finalized(w).get("streams.version") == 1
+    with _node(cluster, 2) as w:
+        answer = w.call(UPDATE_FEATURES, 1, {"timeout_ms": 30000, "validate_only": False, "feature_updates": [
+            {"feature": "streams.version", "max_version_level": 0, "upgrade_type": 2}]})
+        assert answer["error_code"] == 0, answer
+    with _node(cluster, 1) as w:
+        assert "streams.version" not in _finalized(w)
+        answer = w.call(UPDATE_FEATURES, 1, {"timeout_ms": 30000, "validate_only": False, "feature_updates": [
+            {"feature": "streams.version", "max_version_level": 1, "upgrade_type": 1}]})
+        assert answer["error_code"] == 0, answer
+    with _node(cluster, 2) as w:
+        assert _finalized(w).get("streams.version") == 1
+
+
+def _broker_config(w: Wire, node: int, name: str) -> tuple[str | None, int] | None:
+    answer = w.call(DESCRIBE_CONFIGS, 4, {"resources": [{"resource_type": BROKER, "resource_name": str(node),
+                                                         "configuration_keys": [name]}],
+                                          "include_synonyms": False, "include_documentation": False})
+    (r,) = answer["results"]
+    assert r["error_code"] == 0, r
+    return next(((c["value"], c["config_source"]) for c in r["configs"]), None)
+
+
+def _alter_broker(w: Wire, resource: str, name: str, value: str) -> None:
+    answer = w.call(INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": False, "resources": [
+        {"resource_type": BROKER, "resource_name": resource, "configs": [{"name": name, "config_operation": 0, "value": value}]}]})
+    assert [r["error_code"] for r in answer["responses"]] == [0], answer
+
+
+def test_broker_configs_default_on_every_node_and_per_node_on_its_node(cluster: SidecarProcess) -> None:
+    with _node(cluster, 1) as w:
+        _alter_broker(w, "", "log.cleaner.backoff.ms", "12345")  # the cluster-wide default (source 3: DYNAMIC_DEFAULT_BROKER_CONFIG)
+    with _node(cluster, 2) as w:
+        assert _broker_config(w, 2, "log.cleaner.backoff.ms") == ("12345", 3)
+        _alter_broker(w, "2", "log.cleaner.backoff.ms", "23456")  # node 2's own (source 2: DYNAMIC_BROKER_CONFIG)
+        assert _broker_config(w, 2, "log.cleaner.backoff.ms") == ("23456", 2)
+    with _node(cluster, 1) as w:
+        assert _broker_config(w, 1, "log.cleaner.backoff.ms") == ("12345", 3)
+
+
+def test_a_restarted_node_has_the_admin_state_from_the_log(cluster: SidecarProcess) -> None:
+    with _node(cluster, 1) as w:
+        assert [r["error_code"] for r in w.call(CREATE_ACLS, 3, {"creations": [_acl("kept", op=3, permission=3)]})["results"]] == [0]
+        _alter_broker(w, "", "log.cleaner.backoff.ms", "34567")
+        w.call(ALTER_SCRAM, 0, {"deletions": [], "upsertions": [_scram_upsertion("dave", "dave-secret")]})
+    pids = cluster.node_pids()
+    os.kill(pids[2], signal.SIGKILL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and cluster.node_pids().get(2) in (None, pids[2]):
+        time.sleep(0.2)
+    assert cluster.node_pids().get(2) not in (None, pids[2]), "node 2 was not restarted"
+
+    def answered() -> bool:
+        try:
+            with _node(cluster, 2) as w:
+                return bool(_describe_acls(w, "kept"))
+        except OSError:
+            return False
+    assert _eventually(answered, timeout=60)
+    with _node(cluster, 2) as w:
+        assert [(a["operation"], a["permission_type"]) for a in _describe_acls(w, "kept")] == [(3, 3)]
+        assert _broker_config(w, 2, "log.cleaner.backoff.ms") == ("23456", 2)  # its own, over the default
+        assert w.call(DESCRIBE_SCRAM, 0, {"users": [{"name": "dave"}]})["results"][0]["error_code"] == 0
+
+
+# ---- a SCRAM user made through node 2 logs in on node 1 ----------------------------------------------
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" '
+              'user_admin="admin-secret";')
+
+
+@pytest.fixture(scope="module")
+def sasl_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """Every node's one listener SASL_PLAINTEXT (PLAIN for the admin, SCRAM for users made at run time)."""
+    proc = SidecarProcess(tmp_path_factory.mktemp("processes-sasl") / "data", processes=2, overrides={
+        "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256", "sasl.jaas.config": PLAIN_JAAS,
+    })
+    proc.start(timeout=120)
+    try:
+        yield proc
+    finally:
+        if proc.proc is not None and proc.proc.poll() is None:
+            try:
+                proc.stop(timeout=60)
+            except Exception:
+                proc.kill()
+
+
+def _as_admin(w: Wire) -> Wire:
+    """SASL/PLAIN on a Wire connection (SaslHandshake v1, SaslAuthenticate v2)."""
+    assert w.call(17, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+    assert w.call(36, 2, {"auth_bytes": b"\x00admin\x00admin-secret"})["error_code"] == 0
+    return w
+
+
+def _scram_login(cluster: SidecarProcess, node: int, user: str, password: str) -> str | None:
+    """A librdkafka client's SCRAM-SHA-256 login on ``node`` alone: None, or the error it got."""
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{cluster.ports[node - 1]}", "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user, "sasl.password": password, **QUIET})
+    try:
+        admin.list_topics(timeout=10)
+        return None
+    except confluent_kafka.KafkaException as e:
+        return str(e)
+
+
+def test_scram_user_made_through_node_2_logs_in_on_node_1(sasl_cluster: SidecarProcess) -> None:
+    assert _scram_login(sasl_cluster, 1, "erin", "erin-secret") is not None  # no such user yet
+    with _as_admin(_node(sasl_cluster, 2)) as w:
+        answer = w.call(ALTER_SCRAM, 0, {"deletions": [], "upsertions": [_scram_upsertion("erin", "erin-secret")]})
+        assert answer["results"] == [{"user": "erin", "error_code": 0, "error_message": None}]
+    assert _scram_login(sasl_cluster, 1, "erin", "erin-secret") is None
+    assert _scram_login(sasl_cluster, 1, "erin", "wrong") is not None
+    with _as_admin(_node(sasl_cluster, 1)) as w:  # deleted through node 1: node 2 refuses the login
+        assert w.call(ALTER_SCRAM, 0, {"deletions": [{"name": "erin", "mechanism": 1}], "upsertions": []})["results"][0]["error_code"] == 0
+    assert _scram_login(sasl_cluster, 2, "erin", "erin-secret") is not None
