@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.messages import ms
 
 from ..groups.consumer_group import owned_partitions
 from ..groups.consumer_manager import HeartbeatRequest
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED
-from .groups import _context
+from .groups import _context, not_coordinator
+
+# Errors.NOT_COORDINATOR's default message: Kafka's coordinator runtime answers with it.
+NOT_COORDINATOR_MESSAGE = "This is not the correct coordinator."
 
 if TYPE_CHECKING:
     from ..request_context import RequestContext
@@ -34,6 +38,9 @@ async def handle_consumer_group_heartbeat(services: BrokerServices, context: Req
     if names and len(az.filter(context, header, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(set(names)):
         # Kafka's KafkaApis: a member may only subscribe to topics it may DESCRIBE (no message)
         return {"throttle_time": 0, "error_code": TOPIC_AUTHORIZATION_FAILED, "error_message": None, "member_id": None,
+                "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
+    if not_coordinator(services, request.group_id):
+        return {"throttle_time": 0, "error_code": errors.NOT_COORDINATOR, "error_message": NOT_COORDINATOR_MESSAGE, "member_id": None,
                 "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
     coordinator = services.group_coordinator
     await coordinator.ensure_offsets_topic()
@@ -63,7 +70,15 @@ async def handle_consumer_group_describe(services: BrokerServices, context: Requ
     wanted = list(request.group_ids)
     denied = {g for g in wanted if not az.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, g)}
     # the coordinator answers in its own order (by __consumer_offsets partition), as Kafka's
-    groups = services.group_coordinator.consumer_group_describe([g for g in wanted if g not in denied])
+    asked = [g for g in wanted if g not in denied]
+    elsewhere = {g for g in asked if not_coordinator(services, g)}
+    groups = services.group_coordinator.consumer_group_describe([g for g in asked if g not in elsewhere])
+    if elsewhere:  # Kafka answers by coordinator partition, each with its error (getErrorDescribedGroupList)
+        groups += [{"group_id": gid, "error_code": errors.NOT_COORDINATOR, "error_message": None, "group_state": "",
+                    "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
+                    "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for gid in asked if gid in elsewhere]
+        order = {g: i for i, g in enumerate(services.group_coordinator.store.by_coordinator_partition(asked))}
+        groups.sort(key=lambda g: order.get(g["group_id"], len(order)))
     for g in groups:
         if request.include_authorized_operations and g["error_code"] == 0:
             g["authorized_operations"] = az.authorized_operations(context, ResourceType.GROUP, g["group_id"])

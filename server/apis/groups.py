@@ -24,6 +24,7 @@ from kafka_sidecar.protocol.messages import ms
 from kafka_sidecar.protocol.topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 from ..groups.coordinator import GroupCoordinator, JoinRequest, RequestContext
+from ..groups.messages import join_response, sync_response
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import (
     ERROR_MESSAGES,
@@ -145,6 +146,15 @@ async def handle_find_coordinator(services: BrokerServices, context: RequestCont
 # ---- JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13) ------------------------------
 
 
+def not_coordinator(services: BrokerServices, group_id: str) -> bool:
+    """``serve --processes N``: another node leads the group's ``__consumer_offsets`` partition.
+    Kafka's coordinator runtime has no shard for it on this node and answers NOT_COORDINATOR,
+    after the request's authorization and the group id's own checks (served here as before)."""
+    cluster = services.cluster
+    return (cluster is not None and bool(group_id)
+            and cluster.placement.leader(OFFSETS_TOPIC, services.group_coordinator.partition_for(group_id)) != cluster.node_id)
+
+
 def _may_read_group(services: BrokerServices, context: RequestContext, header: RequestHeader, group_id: str) -> bool:
     """READ on the group: what Kafka asks of every member request and of OffsetCommit."""
     return services.authorizer.authorize(context, header, AclOperation.READ, ResourceType.GROUP, group_id)
@@ -158,6 +168,9 @@ async def handle_join_group(services: BrokerServices, context: RequestContext, r
                 "protocol_name": "" if header.api_version < 7 else None, "leader": "", "skip_assignment": False,
                 "member_id": "", "members": []}
     coordinator = _coordinator(services)
+    gm = coordinator.group_manager
+    if gm.min_session_timeout_ms <= ms(request.session_timeout) <= gm.max_session_timeout_ms and not_coordinator(services, request.group_id):
+        return _join_answer(header.api_version, join_response("", errors.NOT_COORDINATOR))
     await coordinator.ensure_offsets_topic()
     req = JoinRequest(
         group_id=request.group_id,
@@ -170,9 +183,13 @@ async def handle_join_group(services: BrokerServices, context: RequestContext, r
         protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
         reason=getattr(request, "reason", None),
     )
-    response = dict(await coordinator.join_group(_context(context, header), req))
+    return _join_answer(header.api_version, await coordinator.join_group(_context(context, header), req))
+
+
+def _join_answer(version: int, answer: dict[str, Any]) -> dict[str, Any]:
+    response = dict(answer)
     # JoinGroupResponse: the protocol name is "" before v7 and null (never "") from v7.
-    if header.api_version < 7:
+    if version < 7:
         if response["protocol_name"] is None:
             response["protocol_name"] = ""
     elif response["protocol_name"] == "":
@@ -187,6 +204,8 @@ async def handle_sync_group(services: BrokerServices, context: RequestContext, r
     # Kafka checks v5's mandatory protocol fields first (the coordinator answers that below), then READ on the group.
     if not mandatory_missing and not _may_read_group(services, context, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "protocol_type": None, "protocol_name": None, "assignment": b""}
+    if not mandatory_missing and not_coordinator(services, request.group_id):
+        return {"throttle_time": 0, **sync_response(errors.NOT_COORDINATOR)}
     coordinator = _coordinator(services)
     await coordinator.ensure_offsets_topic()
     response = dict(await coordinator.sync_group(
@@ -207,6 +226,8 @@ async def handle_heartbeat(services: BrokerServices, context: RequestContext, re
     header = context.header
     if not _may_read_group(services, context, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED}
+    if not_coordinator(services, request.group_id):
+        return {"throttle_time": 0, "error_code": errors.NOT_COORDINATOR}
     error = _coordinator(services).heartbeat(
         request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
     )
@@ -217,6 +238,8 @@ async def handle_leave_group(services: BrokerServices, context: RequestContext, 
     header = context.header
     if not _may_read_group(services, context, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "members": []}
+    if not_coordinator(services, request.group_id):
+        return {"throttle_time": 0, "error_code": errors.NOT_COORDINATOR, "members": []}
     coordinator = _coordinator(services)
     await coordinator.ensure_offsets_topic()
     if header.api_version >= 3:
@@ -309,13 +332,16 @@ async def handle_offset_commit(services: BrokerServices, context: RequestContext
         if good:
             valid.append((name, good))
     if valid:
-        await coordinator.ensure_offsets_topic()
         retention = getattr(request, "retention_time", None)
         retention_ms = -1 if retention is None else ms(retention)
-        error, results = coordinator.commit_offsets(
-            request.group_id, getattr(request, "generation_id_or_member_epoch", -1), request.member_id,
-            getattr(request, "group_instance_id", None), retention_ms, valid, header.api_version,
-        )
+        if not_coordinator(services, request.group_id):
+            error, results = errors.NOT_COORDINATOR, []
+        else:
+            await coordinator.ensure_offsets_topic()
+            error, results = coordinator.commit_offsets(
+                request.group_id, getattr(request, "generation_id_or_member_epoch", -1), request.member_id,
+                getattr(request, "group_instance_id", None), retention_ms, valid, header.api_version,
+            )
         if error:
             results = [(t, [(p[0], error) for p in parts]) for t, parts in valid]
         for topic, parts in results:
@@ -339,6 +365,8 @@ def _fetch_group(services: BrokerServices, context: RequestContext, header: Requ
     az = services.authorizer
     if not az.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return {"group_id": group_id, "error_code": GROUP_AUTHORIZATION_FAILED, "topics": []}
+    if not_coordinator(services, group_id):
+        return {"group_id": group_id, "error_code": errors.NOT_COORDINATOR, "topics": []}
     by_id = header.api_version >= 10
     unknown_ids: list[tuple[str, Any, list[int]]] = []
     wanted = None
@@ -414,8 +442,11 @@ async def handle_offset_delete(services: BrokerServices, context: RequestContext
                 builder.add(t.name, p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION)
         if good:
             valid.append((t.name, good))
-    await coordinator.ensure_offsets_topic()
-    error, results = coordinator.delete_offsets(request.group_id, valid)
+    if not_coordinator(services, request.group_id):
+        error, results = errors.NOT_COORDINATOR, []
+    else:
+        await coordinator.ensure_offsets_topic()
+        error, results = coordinator.delete_offsets(request.group_id, valid)
     if error:
         # A group-level error replaces the partition-level answers (OffsetDeleteResponse.Builder.merge).
         return {"throttle_time": 0, "error_code": error, "topics": []}
@@ -447,7 +478,14 @@ async def handle_describe_groups(services: BrokerServices, context: RequestConte
     refused = [{"group_id": g, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_state": "", "protocol_type": "",
                 "protocol_data": "", "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for g in denied]
     include_ops = bool(getattr(request, "include_authorized_operations", False))
-    groups = _coordinator(services).describe_groups([g for g in wanted if g not in denied], header.api_version, include_ops)
+    asked = [g for g in wanted if g not in denied]
+    elsewhere = {g for g in asked if not_coordinator(services, g)}
+    groups = _coordinator(services).describe_groups([g for g in asked if g not in elsewhere], header.api_version, include_ops)
+    if elsewhere:  # Kafka answers by coordinator partition, each with its error (DescribeGroupsResponse.groupError)
+        groups += [{"group_id": g, "error_code": errors.NOT_COORDINATOR, "error_message": None, "group_state": "", "protocol_type": "",
+                    "protocol_data": "", "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for g in elsewhere]
+        order = {g: i for i, g in enumerate(services.group_coordinator.store.by_coordinator_partition(asked))}
+        groups.sort(key=lambda g: order.get(g["group_id"], len(order)))
     if az.enabled and include_ops and header.api_version >= 3:
         for g in groups:
             if g["error_code"] == errors.NONE:
@@ -464,7 +502,13 @@ async def handle_delete_groups(services: BrokerServices, context: RequestContext
     allowed = [g for g in names if g in deletable]
     results = []
     if allowed or not az.enabled:
+        asked = list(request.groups_names) if not az.enabled else allowed
+        elsewhere = {g for g in asked if not_coordinator(services, g)}
         await coordinator.ensure_offsets_topic()
-        results = coordinator.delete_groups(list(request.groups_names) if not az.enabled else allowed)
+        results = coordinator.delete_groups([g for g in asked if g not in elsewhere])
+        if elsewhere:  # by coordinator partition, as Kafka combines them
+            results += [{"group_id": g, "error_code": errors.NOT_COORDINATOR} for g in dict.fromkeys(asked) if g in elsewhere]
+            order = {g: i for i, g in enumerate(coordinator.store.by_coordinator_partition(list(dict.fromkeys(asked))))}
+            results.sort(key=lambda r: order.get(r["group_id"], len(order)))
     results += [{"group_id": g, "error_code": GROUP_AUTHORIZATION_FAILED} for g in names if g not in deletable]
     return {"throttle_time": 0, "results": results}

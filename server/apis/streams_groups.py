@@ -21,7 +21,8 @@ from ..groups.streams_manager import StreamsHeartbeat, _error
 from ..groups.streams_topics import InternalTopic
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED
-from .groups import _context
+from .consumer_groups import NOT_COORDINATOR_MESSAGE
+from .groups import _context, not_coordinator
 
 if TYPE_CHECKING:
     from ..request_context import RequestContext
@@ -74,6 +75,10 @@ async def handle_streams_group_heartbeat(services: BrokerServices, context: Requ
             out = _error(TOPIC_AUTHORIZATION_FAILED, None)
             out["throttle_time"] = 0
             return out
+    if not_coordinator(services, request.group_id):
+        out = _error(errors.NOT_COORDINATOR, NOT_COORDINATOR_MESSAGE)
+        out["throttle_time"] = 0
+        return out
     coordinator = services.group_coordinator
     await coordinator.ensure_offsets_topic()
     owned = None
@@ -115,7 +120,15 @@ async def handle_streams_group_describe(services: BrokerServices, context: Reque
     az = services.authorizer
     wanted = list(request.group_ids)
     denied = {g for g in wanted if not az.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, g)}
-    groups = services.group_coordinator.streams_group_describe([g for g in wanted if g not in denied])
+    asked = [g for g in wanted if g not in denied]
+    elsewhere = {g for g in asked if not_coordinator(services, g)}
+    groups = services.group_coordinator.streams_group_describe([g for g in asked if g not in elsewhere])
+    if elsewhere:  # Kafka answers by coordinator partition, each with its error
+        groups += [{"group_id": gid, "error_code": errors.NOT_COORDINATOR, "error_message": None, "group_state": "",
+                    "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": [],
+                    "authorized_operations": -(2**31)} for gid in asked if gid in elsewhere]
+        order = {g: i for i, g in enumerate(services.group_coordinator.store.by_coordinator_partition(asked))}
+        groups.sort(key=lambda g: order.get(g["group_id"], len(order)))
     for g in groups:
         if request.include_authorized_operations and g["error_code"] == 0:
             g["authorized_operations"] = az.authorized_operations(context, ResourceType.GROUP, g["group_id"])

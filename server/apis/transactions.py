@@ -24,6 +24,7 @@ from ..security.authorizer import (
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 )
 from ..transactions.state import INVALID_PRODUCER_EPOCH, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED
+from .groups import not_coordinator
 from .re2j import Re2jSyntaxError, compile_re2j
 
 if TYPE_CHECKING:
@@ -172,7 +173,9 @@ async def handle_txn_offset_commit(services: BrokerServices, context: RequestCon
         else:
             valid.setdefault(t, []).append(
                 (p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
-    if valid:
+    if valid and not_coordinator(services, request.group_id):  # serve --processes N: another node's group
+        error, results = errors.NOT_COORDINATOR, []
+    elif valid:
         gc = services.group_coordinator
         await gc.ensure_offsets_topic()
         error, results = gc.commit_transactional_offsets(

@@ -135,6 +135,12 @@ class TransactionCoordinator:
     def partition_for(self, transactional_id: str) -> int:
         return transaction_partition_for(transactional_id, self.num_partitions)
 
+    def not_coordinator(self, transactional_id: str) -> bool:
+        """``serve --processes N``: another node leads the id's ``__transaction_state`` partition,
+        so this one answers NOT_COORDINATOR (Kafka's TransactionStateManager: not an owned partition)."""
+        cluster = getattr(self.broker, "cluster", None)  # None in unit tests' FakeBroker
+        return cluster is not None and cluster.placement.leader(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id)) != cluster.node_id
+
     def _persist(self, m: TransactionMetadata, replay: Callable[[], None] | None = None, tombstone: bool = False) -> int:
         """Write the state of ``m`` (or its tombstone) to its __transaction_state partition through
         the coordinator runtime; ``replay`` makes it current once the append succeeded (Kafka's
@@ -165,6 +171,8 @@ class TransactionCoordinator:
             return INVALID_TRANSACTION_TIMEOUT, -1, -1
         if not self.active:
             return errors.COORDINATOR_LOAD_IN_PROGRESS, -1, -1
+        if self.not_coordinator(transactional_id):
+            return errors.NOT_COORDINATOR, -1, -1
         await self.ensure_topic()
         if transactional_id not in self.transactions:
             pid = await self.broker.run_blocking(self.broker.producer_ids.allocate)
@@ -249,6 +257,8 @@ class TransactionCoordinator:
         """Kafka's handleAddPartitionsToTransaction (TV1): one error for all the partitions."""
         if not self.active:
             return errors.COORDINATOR_LOAD_IN_PROGRESS
+        if self.not_coordinator(transactional_id):
+            return errors.NOT_COORDINATOR
         m = self.transactions.get(transactional_id)
         error = self._check_producer(m, pid, epoch)
         if error:
@@ -275,6 +285,8 @@ class TransactionCoordinator:
         partition part of the transaction? For the produce path's verification (KIP-890 part 1)."""
         if not self.active:
             return errors.COORDINATOR_LOAD_IN_PROGRESS
+        if self.not_coordinator(transactional_id):
+            return errors.NOT_COORDINATOR
         m = self.transactions.get(transactional_id)
         if m is None or m.producer_id != pid:
             return INVALID_PRODUCER_ID_MAPPING
@@ -290,6 +302,8 @@ class TransactionCoordinator:
         """Kafka's handleEndTransaction (TV1, from a client)."""
         if not self.active:
             return errors.COORDINATOR_LOAD_IN_PROGRESS
+        if self.not_coordinator(transactional_id):
+            return errors.NOT_COORDINATOR
         m = self.transactions.get(transactional_id)
         error = self._check_producer(m, pid, epoch)
         if error:
@@ -446,9 +460,12 @@ class TransactionCoordinator:
 
     def describe(self, transactional_id: str) -> dict[str, Any]:
         m = self.transactions.get(transactional_id) if self.active else None
-        if m is None:
+        if m is None or self.not_coordinator(transactional_id):
             # Kafka leaves the other fields at their defaults (0).
-            return {"error_code": TRANSACTIONAL_ID_NOT_FOUND if self.active else errors.COORDINATOR_NOT_AVAILABLE,
+            error = TRANSACTIONAL_ID_NOT_FOUND if self.active else errors.COORDINATOR_NOT_AVAILABLE
+            if self.active and self.not_coordinator(transactional_id):
+                error = errors.NOT_COORDINATOR
+            return {"error_code": error,
                     "transactional_id": transactional_id, "transaction_state": "", "transaction_timeout": 0,
                     "transaction_start_time": 0, "producer_id": 0, "producer_epoch": 0, "topics": []}
         return {

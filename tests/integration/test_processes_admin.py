@@ -3,7 +3,8 @@
 ACLs, client quotas, SCRAM users, finalized features and dynamic broker configs are recorded in
 the cluster's metadata log (server/cluster/admin.py): a change asked of one node (over TCP with
 the Wire helper, so the node is chosen) is seen and enforced by the other, and a node restarted
-after SIGKILL has it back from the log.
+after SIGKILL has it back from the log. Also: a group or transactional request sent to a node that
+is not its coordinator is answered NOT_COORDINATOR, as Kafka's coordinators do.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import hashlib
 import os
 import signal
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -254,6 +256,79 @@ def test_a_restarted_node_has_the_admin_state_from_the_log(cluster: SidecarProce
         assert [(a["operation"], a["permission_type"]) for a in _describe_acls(w, "kept")] == [(3, 3)]
         assert _broker_config(w, 2, "log.cleaner.backoff.ms") == ("23456", 2)  # its own, over the default
         assert w.call(DESCRIBE_SCRAM, 0, {"users": [{"name": "dave"}]})["results"][0]["error_code"] == 0
+
+
+# ---- NOT_COORDINATOR from a node that does not coordinate the group / transactional id ----------------
+
+NOT_COORDINATOR, UNKNOWN_MEMBER_ID = 16, 25
+OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS = 8, 9, 11, 12, 13, 14, 15
+INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
+OFFSET_DELETE, CONSUMER_GROUP_HEARTBEAT, DESCRIBE_TRANSACTIONS = 47, 68, 65
+
+
+def _coordinator_of(cluster: SidecarProcess, key: str, key_type: int) -> int:
+    with _node(cluster, 1) as w:
+        (c,) = w.call(FIND_COORDINATOR, 4, {"key_type": key_type, "coordinator_keys": [key]})["coordinators"]
+    assert c["error_code"] == 0, c
+    return c["node_id"]
+
+
+def test_group_requests_to_the_wrong_node_answer_not_coordinator(cluster: SidecarProcess) -> None:
+    _topic_on(cluster, "coordinated", 1)
+    group = "spread-group"
+    right = _coordinator_of(cluster, group, 0)
+    with _node(cluster, 3 - right) as w:
+        join = w.call(JOIN_GROUP, 9, {"group_id": group, "session_timeout": 30000, "rebalance_timeout": 30000, "member_id": "",
+                                      "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}],
+                                      "reason": None})
+        assert (join["error_code"], join["member_id"], join["generation_id"], join["members"]) == (NOT_COORDINATOR, "", -1, [])
+        sync = w.call(SYNC_GROUP, 5, {"group_id": group, "generation_id": 1, "member_id": "m", "group_instance_id": None,
+                                      "protocol_type": "consumer", "protocol_name": "range", "assignments": []})
+        assert sync["error_code"] == NOT_COORDINATOR
+        assert w.call(HEARTBEAT, 4, {"group_id": group, "generation_id": 1, "member_id": "m", "group_instance_id": None})["error_code"] == NOT_COORDINATOR
+        leave = w.call(LEAVE_GROUP, 5, {"group_id": group, "members": [{"member_id": "m", "group_instance_id": None, "reason": None}]})
+        assert (leave["error_code"], leave["members"]) == (NOT_COORDINATOR, [])
+        commit = w.call(OFFSET_COMMIT, 9, {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+                                           "topics": [{"name": "coordinated", "partitions": [
+                                               {"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+        assert [p["error_code"] for t in commit["topics"] for p in t["partitions"]] == [NOT_COORDINATOR]
+        fetched = w.call(OFFSET_FETCH, 9, {"groups": [{"group_id": group, "member_id": None, "member_epoch": -1, "topics": None}],
+                                           "require_stable": False})
+        assert [(g["group_id"], g["error_code"], g["topics"]) for g in fetched["groups"]] == [(group, NOT_COORDINATOR, [])]
+        old = w.call(OFFSET_FETCH, 7, {"group_id": group, "topics": None, "require_stable": False})
+        assert (old["error_code"], old["topics"]) == (NOT_COORDINATOR, [])
+        deleted = w.call(OFFSET_DELETE, 0, {"group_id": group, "topics": [{"name": "coordinated", "partitions": [{"partition_index": 0}]}]})
+        assert (deleted["error_code"], deleted["topics"]) == (NOT_COORDINATOR, [])
+        described = w.call(DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False})
+        assert [(g["group_id"], g["error_code"], g["group_state"]) for g in described["groups"]] == [(group, NOT_COORDINATOR, "")]
+        beat = w.call(CONSUMER_GROUP_HEARTBEAT, 0, {"group_id": group, "member_id": str(uuid.uuid4()), "member_epoch": 0, "instance_id": None,
+                                                    "rack_id": None, "rebalance_timeout": 30000, "subscribed_topic_names": ["coordinated"],
+                                                    "server_assignor": None, "topic_partitions": []})
+        assert (beat["error_code"], beat["error_message"], beat["member_id"]) == (NOT_COORDINATOR, "This is not the correct coordinator.", None)
+    with _node(cluster, right) as w:  # the coordinator serves it
+        assert w.call(HEARTBEAT, 4, {"group_id": group, "generation_id": 1, "member_id": "m", "group_instance_id": None})["error_code"] == UNKNOWN_MEMBER_ID
+
+
+def test_transactional_requests_to_the_wrong_node_answer_not_coordinator(cluster: SidecarProcess) -> None:
+    _topic_on(cluster, "coordinated-txn", 1)
+    txn = "spread-txn"
+    right = _coordinator_of(cluster, txn, 1)
+    with _node(cluster, 3 - right) as w:
+        init = w.call(INIT_PRODUCER_ID, 5, {"transactional_id": txn, "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1})
+        assert (init["error_code"], init["producer_id"], init["producer_epoch"]) == (NOT_COORDINATOR, -1, -1)
+        added = w.call(ADD_PARTITIONS_TO_TXN, 3, {"v3_and_below_transactional_id": txn, "v3_and_below_producer_id": 1000,
+                                                  "v3_and_below_producer_epoch": 0,
+                                                  "v3_and_below_topics": [{"name": "coordinated-txn", "partitions": [0]}]})
+        assert [p["partition_error_code"] for t in added["results_by_topic_v3_and_below"] for p in t["results_by_partition"]] == [NOT_COORDINATOR]
+        offsets = w.call(ADD_OFFSETS_TO_TXN, 3, {"transactional_id": txn, "producer_id": 1000, "producer_epoch": 0, "group_id": "g"})
+        assert offsets["error_code"] == NOT_COORDINATOR
+        ended = w.call(END_TXN, 4, {"transactional_id": txn, "producer_id": 1000, "producer_epoch": 0, "committed": True})
+        assert ended["error_code"] == NOT_COORDINATOR
+        described = w.call(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]})
+        assert [s["error_code"] for s in described["transaction_states"]] == [NOT_COORDINATOR]
+    with _node(cluster, right) as w:  # the coordinator serves it
+        init = w.call(INIT_PRODUCER_ID, 5, {"transactional_id": txn, "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1})
+        assert init["error_code"] == 0 and init["producer_id"] >= 0
 
 
 # ---- a SCRAM user made through node 2 logs in on node 1 ----------------------------------------------
