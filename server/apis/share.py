@@ -397,6 +397,8 @@ async def handle_share_fetch(services: BrokerServices, context: RequestContext, 
     may_read = _TopicReadCheck(services, context, header)
     ack_errors = _acknowledge(services, group_id, member_id, request.topics, header.api_version, renew, may_read) \
         if has_acks else {}
+    if remote is not None and ack_errors:
+        ack_errors.update(await remote.settle(group_id, [k for k, e in ack_errors.items() if e == errors.NONE]))
     answers: dict[_Key, dict[str, Any]] = {}
     if epoch != FINAL_EPOCH and not renew:
         # The partitions fetched: the request's (a new session) or the session's, rotated.
@@ -482,6 +484,9 @@ async def handle_share_acknowledge(services: BrokerServices, context: RequestCon
     renew = header.api_version >= 2 and bool(getattr(request, "is_renew_ack", False))
     ack_errors = _acknowledge(services, group_id, member_id, request.topics, header.api_version, renew,
                               _TopicReadCheck(services, context, header))
+    remote = coordinator.persister.remote
+    if remote is not None and ack_errors:  # acknowledgements written on another node (server/cluster/share_state.py)
+        ack_errors.update(await remote.settle(group_id, [k for k, e in ack_errors.items() if e == errors.NONE]))
     if epoch == FINAL_EPOCH:
         coordinator.release_session(group_id, member_id)
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}

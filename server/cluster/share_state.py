@@ -66,6 +66,7 @@ class RemoteShareState:
         self.cluster = cluster
         self.persister = persister
         self._tail: dict[int, asyncio.Future[Any]] = {}
+        self._pending: dict[SharePartitionKey, asyncio.Future[int]] = {}  # each key's last write, until answered
 
     def coordinator_of(self, key: SharePartitionKey) -> int:
         """The node leading the key's ``__share_group_state`` partition (FindCoordinator SHARE)."""
@@ -85,11 +86,15 @@ class RemoteShareState:
     async def _send(self, before: asyncio.Future[Any] | None, node: int, api_key: int, body: dict[str, Any]) -> Any:
         if before is not None and not before.done():
             await asyncio.wait([before])
-        try:
-            return await self.cluster.peers.call(node, api_key, VERSIONS[api_key], body)
-        except PeerUnavailable as e:
-            log.warning("share-partition state: API %d to node %d failed: %s", api_key, node, e)
-            return None
+        for attempt in (1, 2):
+            try:
+                return await self.cluster.peers.call(node, api_key, VERSIONS[api_key], body)
+            except PeerUnavailable as e:
+                # Once more on a new connection: the first call after the peer restarted finds the
+                # old one closed (every call here may be repeated: a write carries the whole state).
+                if attempt == 2:
+                    log.warning("share-partition state: API %d to node %d failed: %s", api_key, node, e)
+        return None
 
     # ---- writes (the persister's, synchronous: the request's answer waits for them) --------------
 
@@ -121,7 +126,20 @@ class RemoteShareState:
                     self.persister.written.pop(key, None)  # the next write carries the whole state
             return error
 
-        self.persister.runtime.await_remote(asyncio.ensure_future(outcome()), f"share-partition state of {key}")
+        fut = asyncio.ensure_future(outcome())
+        self._pending[key] = fut
+        fut.add_done_callback(lambda f: self._pending.pop(key, None) if self._pending.get(key) is f else None)
+        self.persister.runtime.await_remote(fut, f"share-partition state of {key}")
+
+    async def settle(self, group_id: str, keys: list[tuple[uuid.UUID, int]]) -> dict[tuple[uuid.UUID, int], int]:
+        """Wait for the writes in flight of these share-partitions: those whose last write failed,
+        with its error (an acknowledgement not kept is answered so, as Kafka's persister errors are)."""
+        out = {}
+        for topic_id, partition in keys:
+            fut = self._pending.get((group_id, topic_id, partition))
+            if fut is not None and (error := await fut):
+                out[(topic_id, partition)] = error
+        return out
 
     # ---- reads ---------------------------------------------------------------------------------
 
