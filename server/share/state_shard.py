@@ -70,6 +70,10 @@ class ShareStateShard:
             return errors.NOT_COORDINATOR
         p = self.persister
         last = p.written.get(key)
+        if initialize and state[0] < 0 and last is not None:
+            # Initialized already (by the partition's leader, or before the group coordinator's
+            # restart): kept. Only a start offset (AlterShareGroupOffsets) replaces a state.
+            return errors.NONE
         if initialize:
             state = (state[0], ())
         now = p.runtime.clock.now_ms()

@@ -46,10 +46,15 @@ def test_initialize_write_read_summary_delete() -> None:
             assert written["error_code"] == 0, written
             want = (0, 10, [(10, 14, ACKNOWLEDGED, 1), (15, 15, AVAILABLE, 2), (16, 17, ARCHIVED, 5)])
             assert _read(w, group, topic_id) == want
+            # Initializing again without a start offset keeps the state; with one, it starts there.
+            assert _one(w, 83, 0, group, topic_id, {"partition": 0, "state_epoch": 0, "start_offset": -1})["error_code"] == 0
+            assert _read(w, group, topic_id) == want
             summary = _one(w, 87, 1, group, topic_id, {"partition": 0, "leader_epoch": 0})
             assert (summary["error_code"], summary["start_offset"], summary["delivery_complete_count"]) == (0, 10, 7)
         b.restart()
         with Wire(b.bootstrap_servers) as w:
             assert _read(w, group, topic_id) == want  # replayed from __share_group_state
+            assert _one(w, 83, 0, group, topic_id, {"partition": 0, "state_epoch": 1, "start_offset": 30})["error_code"] == 0
+            assert _read(w, group, topic_id) == (0, 30, [])
             assert _one(w, 86, 0, group, topic_id, {"partition": 0})["error_code"] == 0
             assert _read(w, group, topic_id)[0] == UNKNOWN_TOPIC_OR_PARTITION
