@@ -75,6 +75,8 @@ async def handle_share_group_heartbeat(services: BrokerServices, context: Reques
                 "heartbeat_interval": 0}
     if not _may_read_group(services, context, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "member_epoch": 0, "heartbeat_interval": 0}
+    if not _coordinator(services).coordinates_group(request.group_id):  # another node of the cluster's group
+        return {"throttle_time": 0, "error_code": errors.NOT_COORDINATOR, "member_epoch": 0, "heartbeat_interval": 0}
     topics = request.subscribed_topic_names
     await _coordinator(services).persister.ensure_topic()
     await services.group_coordinator.ensure_offsets_topic()  # the group's records (server/share/group_records.py)
@@ -93,6 +95,10 @@ async def handle_share_group_describe(services: BrokerServices, context: Request
     for group_id in request.group_ids:
         if not services.authorizer.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             groups.append({"error_code": GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "group_state": "",
+                           "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []})
+            continue
+        if not _coordinator(services).coordinates_group(group_id):
+            groups.append({"error_code": errors.NOT_COORDINATOR, "group_id": group_id, "group_state": "",
                            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []})
             continue
         groups.append(_coordinator(services).describe(group_id, request.include_authorized_operations, 0))
@@ -515,8 +521,11 @@ async def handle_describe_share_group_offsets(services: BrokerServices, context:
         if not services.authorizer.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
             groups.append({"group_id": g.group_id, "topics": [], "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None})
             continue
-        topics = None if g.topics is None else [(t.topic_name, [int(p) for p in t.partitions]) for t in g.topics]
         coordinator = _coordinator(services)
+        if not coordinator.coordinates_group(g.group_id):
+            groups.append({"group_id": g.group_id, "topics": [], "error_code": errors.NOT_COORDINATOR, "error_message": None})
+            continue
+        topics = None if g.topics is None else [(t.topic_name, [int(p) for p in t.partitions]) for t in g.topics]
         elsewhere = None
         if coordinator.persister.remote is not None:  # state or partitions on other nodes (server/cluster/share_state.py)
             names = share_offsets.initialized_topics(coordinator, g.group_id) if topics is None else topics
@@ -537,6 +546,8 @@ async def handle_alter_share_group_offsets(services: BrokerServices, context: Re
         return _offsets_unsupported()
     if not _may_read_group(services, context, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "responses": []}
+    if not _coordinator(services).coordinates_group(request.group_id):
+        return {"throttle_time": 0, "error_code": errors.NOT_COORDINATOR, "error_message": None, "responses": []}
     topics = [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions]) for t in request.topics]
     await _coordinator(services).persister.ensure_topic()
     await services.group_coordinator.ensure_offsets_topic()
@@ -549,4 +560,6 @@ async def handle_delete_share_group_offsets(services: BrokerServices, context: R
         return _offsets_unsupported()
     if not services.authorizer.authorize(context, header, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "responses": []}
+    if not _coordinator(services).coordinates_group(request.group_id):
+        return {"throttle_time": 0, "error_code": errors.NOT_COORDINATOR, "error_message": None, "responses": []}
     return share_offsets.delete_offsets(_coordinator(services), request.group_id, [t.topic_name for t in request.topics])

@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 NODES, OFFSETS_PARTITIONS, STATE_PARTITIONS = 2, 4, 4
 ACCEPT, RELEASE, REJECT = 1, 2, 3
-NOT_LEADER_OR_FOLLOWER, INVALID_REQUEST = 6, 42
+NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR, INVALID_REQUEST = 6, 16, 42
 FIND_COORDINATOR, SHARE_HEARTBEAT, SHARE_FETCH, DESCRIBE_OFFSETS, ALTER_CONFIGS = 10, 76, 78, 90, 44
 
 
@@ -218,6 +218,12 @@ def test_acknowledgements_survive_a_killed_node_and_a_cluster_restart(cluster: S
     for p, node in leaders.items():
         with Wire(_bootstrap(cluster, node)) as w:
             assert w.produce(topic, batch([b"r%d-%d" % (p, i) for i in range(10)]), partition=p)["error"] == 0
+    with Wire(_bootstrap(cluster, 3 - _group_node(group))) as w:  # not the group's coordinator
+        answer = w.call(SHARE_HEARTBEAT, 1, {"group_id": group, "member_id": "m1", "member_epoch": 0, "rack_id": None,
+                                             "subscribed_topic_names": [topic]})
+        assert answer["error_code"] == NOT_COORDINATOR, answer
+        offsets = w.call(DESCRIBE_OFFSETS, 1, {"groups": [{"group_id": group, "topics": None}]})["groups"][0]
+        assert offsets["error_code"] == NOT_COORDINATOR, offsets
     with Wire(_bootstrap(cluster, _group_node(group))) as w:
         _join(w, group, "m1", topic)
     for p, node in leaders.items():
