@@ -66,7 +66,11 @@ class MetadataLog:
     def __init__(self, cluster_dir: Path) -> None:
         self.path = Path(cluster_dir) / METADATA_LOG
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.offset = 0  # bytes read and applied
+        self.offset = 0  # bytes read
+        # Bytes read AND applied to this node's logs: ``has_news`` compares with this, so a request
+        # arriving while another thread is still applying what it read (the periodic catch-up
+        # creating a new topic's logs) waits for that catch-up instead of missing the topic.
+        self.applied = 0
         self.topics: dict[str, Record] = {}
         self._lock = threading.RLock()  # one reader/writer of this node at a time (loop or storage thread)
 
@@ -75,7 +79,7 @@ class MetadataLog:
 
     def has_news(self) -> bool:
         """Whether another node appended since this one last read (one fstat)."""
-        return os.fstat(self.fd).st_size > self.offset
+        return os.fstat(self.fd).st_size > self.applied
 
     def read_new(self) -> list[Record]:
         """The complete records appended since the last read, in order; ``topics`` follows them."""
@@ -122,7 +126,14 @@ class MetadataLog:
                     os.ftruncate(self.fd, self.offset)
                 yield
             finally:
+                self.applied = self.offset
                 fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def caught_up(self, apply: Callable[[list[Record]], None]) -> None:
+        """Read what the other nodes appended and ``apply`` it (blocking); only then is it news no more."""
+        with self._lock:
+            apply(self.read_new())
+            self.applied = self.offset
 
     def append(self, record: Record) -> None:
         """Append and fsync one record (inside ``turn``); this node has then read it too."""

@@ -92,8 +92,7 @@ class ClusterTopics:
                 lm.adopt_topic(name, want[name], int(r["partitions"]), dict(r["configs"]))
 
     def _catch_up_blocking(self) -> None:
-        with self.log._lock:
-            self._apply(self.log.read_new())
+        self.log.caught_up(self._apply)
 
     async def catch_up(self, services: BrokerServices) -> None:
         """Apply what the other nodes recorded since this node last looked."""
