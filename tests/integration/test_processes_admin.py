@@ -12,14 +12,16 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import subprocess
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conformance.wire import Wire, batch
-from tests.support import SidecarProcess
+from tests.support import SidecarProcess, kafka_bin, kafka_tool_missing
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -160,6 +162,31 @@ def test_quota_set_through_one_node_throttles_on_the_other(cluster: SidecarProce
         described = w.call(DESCRIBE_CLIENT_QUOTAS, 1, {"components": [
             {"entity_type": "client-id", "match_type": 0, "match": "slow"}], "strict": False})
         assert described["entries"] == []
+
+
+def _kafka_tool(script: str, *args: str, tmp: Path) -> str:
+    env = {**{k: v for k, v in os.environ.items() if k not in ("KAFKA_OPTS", "JMX_PORT")},
+           "KAFKA_HEAP_OPTS": "-Xmx256m", "LOG_DIR": str(tmp)}
+    done = subprocess.run([str(kafka_bin(script)), *args], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, f"{script} {args}: {done.stdout[-2000:]} {done.stderr[-2000:]}"
+    return done.stdout
+
+
+@pytest.mark.skipif(kafka_tool_missing("kafka-configs.sh") is not None, reason=str(kafka_tool_missing("kafka-configs.sh")))
+def test_kafka_configs_and_acls_tools_see_one_cluster(cluster: SidecarProcess, tmp_path: Path) -> None:
+    """kafka-configs.sh sets a client quota through node 2's bootstrap: both nodes describe it;
+    an ACL made through node 2 is listed by kafka-acls.sh bootstrapped at node 1."""
+    _kafka_tool("kafka-configs.sh", "--bootstrap-server", f"127.0.0.1:{cluster.ports[1]}", "--alter", "--entity-type", "clients",
+                "--entity-name", "tooled", "--add-config", "producer_byte_rate=2048", tmp=tmp_path)
+    for k in (1, 2):
+        with _node(cluster, k) as w:
+            described = w.call(DESCRIBE_CLIENT_QUOTAS, 1, {"components": [
+                {"entity_type": "client-id", "match_type": 0, "match": "tooled"}], "strict": False})
+            assert [v for e in described["entries"] for v in e["values"]] == [{"key": "producer_byte_rate", "value": 2048.0}]
+    with _node(cluster, 2) as w:
+        assert [r["error_code"] for r in w.call(CREATE_ACLS, 3, {"creations": [_acl("tooled", op=3, permission=3)]})["results"]] == [0]
+    listed = _kafka_tool("kafka-acls.sh", "--bootstrap-server", f"127.0.0.1:{cluster.ports[0]}", "--list", "--topic", "tooled", tmp=tmp_path)
+    assert "(principal=User:ANONYMOUS, host=*, operation=READ, permissionType=ALLOW)" in listed, listed
 
 
 def _scram_upsertion(user: str, password: str) -> dict[str, Any]:
