@@ -365,6 +365,18 @@ class GroupConfigManager:
             checkpoint.atomic_write(self.path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
         log.info("dynamic configs of group %s are now %s", group_id, stored or "{}")
 
+    def adopt(self, group_id: str, props: Mapping[str, str]) -> None:
+        """Make ``props`` the group's configs without writing the file (``serve --processes N``:
+        the cluster's metadata log keeps them)."""
+        parsed = self.validate(props)
+        stored = {n: format_value(GROUP_CONFIG_KEYS[n], v) for n, v in parsed.items()}
+        with self._lock:
+            if stored:
+                self.configs[group_id] = stored
+            else:
+                self.configs.pop(group_id, None)
+        log.info("dynamic configs of group %s are now %s", group_id, stored or "{}")
+
     def delete_group(self, group_id: str) -> None:
         if group_id in self.configs:
             self.set_group_configs(group_id, {})
@@ -455,6 +467,13 @@ def describe_resource(mgr: GroupConfigManager, group_id: str, keys: list[str] | 
 async def alter_resource(mgr: GroupConfigManager, run_blocking: Callable[..., Awaitable[Any]], group_id: str, configs: Iterable[Any], incremental: bool,
                          validate_only: bool) -> None:
     """AlterConfigs (replace all) or IncrementalAlterConfigs of a GROUP resource."""
+    props = checked_props(mgr, group_id, configs, incremental)
+    if not validate_only:
+        await run_blocking(mgr.set_group_configs, group_id, props)
+
+
+def checked_props(mgr: GroupConfigManager, group_id: str, configs: Iterable[Any], incremental: bool) -> dict[str, str]:
+    """The group's dynamic configs after the change, validated (GroupResourceError if not)."""
     if not group_id:
         raise GroupResourceError(INVALID_REQUEST, "Default group resources are not allowed.")
     try:
@@ -467,5 +486,4 @@ async def alter_resource(mgr: GroupConfigManager, run_blocking: Callable[..., Aw
         raise GroupResourceError(INVALID_CONFIG, str(e)) from None
     except ValueError:
         raise GroupResourceError(UNKNOWN_SERVER_ERROR, None) from None
-    if not validate_only:
-        await run_blocking(mgr.set_group_configs, group_id, props)
+    return props

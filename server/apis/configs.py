@@ -635,7 +635,16 @@ async def _alter_locked(services: BrokerServices, context: RequestContext, heade
                 await alter_client_metrics(services.client_metrics_subscriptions, services.run_blocking, name, r.configs, incremental, validate_only, ApiError)
             elif rtype == GROUP:  # server/group_configs.py
                 try:
-                    await group_configs.alter_resource(services.group_configs, services.run_blocking, name, r.configs, incremental, validate_only)
+                    if services.cluster is not None and not validate_only:  # serve --processes N: in the cluster log's turn
+                        from ..cluster import group_config_records
+
+                        def build_group(r: Any = r, name: str = name) -> tuple[list[dict[str, Any]], None]:
+                            props = group_configs.checked_props(services.group_configs, name, r.configs, incremental)
+                            return [group_config_records.group_set(name, props)], None
+
+                        await services.cluster.admin.change(services, build_group)
+                    else:
+                        await group_configs.alter_resource(services.group_configs, services.run_blocking, name, r.configs, incremental, validate_only)
                 except group_configs.GroupResourceError as e:
                     raise ApiError(e.code, e.message) from None
             else:

@@ -1,10 +1,11 @@
 """ClusterAdmin: the cluster-wide admin state of ``serve --processes N`` kept in step on every node.
 
-ACLs, client quotas (with the ip connection quotas), SCRAM users, finalized features and dynamic
-broker configs are, in Kafka, records of the KRaft metadata log that every broker replays. Here
+ACLs, client quotas (with the ip connection quotas), SCRAM users, finalized features, dynamic
+broker configs and group configs are, in Kafka, records of the KRaft metadata log that every broker replays. Here
 they are records of the same ``cluster-metadata.log`` as the topics (``metadata_log.py``), one
 module per concept saying what its records are and how a node applies them: ``acl_records.py``,
-``quota_records.py``, ``scram_records.py``, ``feature_records.py``, ``config_records.py``.
+``quota_records.py``, ``scram_records.py``, ``feature_records.py``, ``config_records.py``,
+``group_config_records.py`` (group configs).
 
 A change, through whichever node, is made in that node's turn of the log (``change``): on the
 storage thread the turn is taken and the records other nodes appended are read; on the event loop
@@ -29,7 +30,14 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from . import acl_records, config_records, feature_records, quota_records, scram_records
+from . import (
+    acl_records,
+    config_records,
+    feature_records,
+    group_config_records,
+    quota_records,
+    scram_records,
+)
 from .metadata_log import Record
 
 if TYPE_CHECKING:
@@ -45,6 +53,7 @@ BUILD_TIMEOUT_S = 30.0
 # op -> how a node applies the record (on the event loop).
 APPLY: dict[str, Callable[[BrokerServices, Record], None]] = {
     **acl_records.APPLY, **quota_records.APPLY, **scram_records.APPLY, **feature_records.APPLY, **config_records.APPLY,
+    **group_config_records.APPLY,
 }
 
 

@@ -33,7 +33,7 @@ DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 DESCRIBE_SCRAM, ALTER_SCRAM = 50, 51
 UPDATE_FEATURES = 57
 TOPIC_AUTHORIZATION_FAILED, RESOURCE_NOT_FOUND = 29, 91
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
 ANONYMOUS = "User:ANONYMOUS"
 QUIET = {"log_level": 3}
 
@@ -258,6 +258,21 @@ def test_broker_configs_default_on_every_node_and_per_node_on_its_node(cluster: 
         assert _broker_config(w, 2, "log.cleaner.backoff.ms") == ("23456", 2)
     with _node(cluster, 1) as w:
         assert _broker_config(w, 1, "log.cleaner.backoff.ms") == ("12345", 3)
+
+
+def test_group_config_set_through_one_node_is_the_other_nodes(cluster: SidecarProcess) -> None:
+    """kafka-configs.sh --entity-type groups may reach any node; the group's coordinator uses it."""
+    with _node(cluster, 1) as w:
+        answer = w.call(INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": False, "resources": [
+            {"resource_type": GROUP, "resource_name": "configured", "configs": [
+                {"name": "consumer.session.timeout.ms", "config_operation": 0, "value": "50000"}]}]})
+        assert [r["error_code"] for r in answer["responses"]] == [0], answer
+    with _node(cluster, 2) as w:
+        answer = w.call(DESCRIBE_CONFIGS, 4, {"resources": [{"resource_type": GROUP, "resource_name": "configured",
+                                                             "configuration_keys": ["consumer.session.timeout.ms"]}],
+                                              "include_synonyms": False, "include_documentation": False})
+        (r,) = answer["results"]
+        assert [(c["name"], c["value"], c["config_source"]) for c in r["configs"]] == [("consumer.session.timeout.ms", "50000", 8)]
 
 
 def test_a_restarted_node_has_the_admin_state_from_the_log(cluster: SidecarProcess) -> None:
