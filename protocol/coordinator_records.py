@@ -181,6 +181,25 @@ def schema_names() -> list[str]:
     return sorted(_schemas())
 
 
+def coordinator_of(name: str) -> str:
+    """Which coordinator's topic a schema's records go to: "share" (``__share_group_state``),
+    "transaction" (``__transaction_state``) or "group" (``__consumer_offsets``); their record
+    types (key apiKeys) are numbered per coordinator."""
+    if name.startswith(("ShareSnapshot", "ShareUpdate")):
+        return "share"
+    return "transaction" if name.startswith("TransactionLog") else "group"
+
+
+@cache
+def _key_schemas(coordinator: str) -> dict[int, str]:
+    return {s.api_key: n for n, s in _schemas().items() if s.is_key and coordinator_of(n) == coordinator}
+
+
+def key_schema_name(coordinator: str, kind: int) -> str | None:
+    """The key schema of record type ``kind`` of ``coordinator`` (None: no such type)."""
+    return _key_schemas(coordinator).get(kind)
+
+
 # ---- framing: the int16 type or version, then the struct -----------------------------------------
 
 

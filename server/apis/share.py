@@ -264,12 +264,10 @@ def _fetch_pass(services: BrokerServices, session: ShareSession, keys: list[_Key
         raw = data.read()
         batches = _batches(raw)
         now = int(time.time() * 1000)
-        if aborted:
-            sp.archive(_aborted_ranges(raw, batches, aborted))
-        acquired = sp.acquire(session.member_id, [(b, last) for b, last, _, _ in batches], budget[0], now,
-                              record_limit=record_limit)
-        # Archived gaps are written; an acquisition, or a start offset just resolved, is not (as Kafka).
-        coordinator.persister.write((session.group_id, topic_id, partition), sp, states_only=True)
+        acquired = coordinator.acquire(session.group_id, session.member_id, topic_id, partition, sp,
+                                       [(b, last) for b, last, _, _ in batches], budget[0], now,
+                                       aborted=_aborted_ranges(raw, batches, aborted) if aborted else None,
+                                       record_limit=record_limit)
         if not acquired:
             continue
         first, last = acquired[0].first_offset, acquired[-1].last_offset

@@ -41,6 +41,7 @@ from .consumer_records import (
     ConsumerGroupKey,
     consumer_key,
     current_assignment_value,
+    decode_assignment_epoch_value,
     decode_current_assignment_value,
     decode_epoch_value,
     decode_member_metadata_value,
@@ -189,7 +190,7 @@ class ConsumerGroupManager:
             else:
                 group.resolved_regexes[key.regex] = decode_regex_value(value)
         elif t == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
-            group.assignment_epoch = decode_epoch_value(value) if value is not None else 0
+            group.assignment_epoch = decode_assignment_epoch_value(value) if value is not None else 0
         elif t == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER and key.member is not None:
             if value is None:
                 group.target.pop(key.member, None)

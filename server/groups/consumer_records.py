@@ -2,7 +2,8 @@
 
 A key starts with its record type as an int16 (Kafka's CoordinatorRecordType), then the key's
 fields, not flexible. A value starts with its version (0) as an int16, then the value's fields
-in the flexible encoding (compact strings and arrays, tagged fields). A null value is a tombstone.
+in the flexible encoding (compact strings and arrays, tagged fields); both encoded by
+``protocol/coordinator_records.py`` from Kafka's schemas. A null value is a tombstone.
 
 =====  ========================================  ===========================================
 type   key fields                                value (version 0)
@@ -24,12 +25,16 @@ type   key fields                                value (version 0)
 
 from __future__ import annotations
 
-import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from kafka_sidecar.protocol.records import encode_uvarint as _uvarint
+from kafka_sidecar.protocol.coordinator_records import (
+    decode_value,
+    encode_key,
+    encode_value,
+    record_type,
+)
 
 from .consumer_group import (
     ClassicMemberMetadata,
@@ -38,7 +43,7 @@ from .consumer_group import (
     Partitions,
     ResolvedRegularExpression,
 )
-from .records import _Reader, _string, flexible_value_reader, group_record_key
+from .records import decode_group_key, group_record_key
 
 CONSUMER_GROUP_METADATA = 3
 CONSUMER_GROUP_PARTITION_METADATA = 4
@@ -54,9 +59,6 @@ CONSUMER_GROUP_RECORD_TYPES = frozenset({
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, CONSUMER_GROUP_REGULAR_EXPRESSION,
 })
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 
 @dataclass(frozen=True)
@@ -78,170 +80,120 @@ def consumer_key(record_type: int, group: str, member: str | None = None) -> byt
 
 def regex_key(group: str, regex: str) -> bytes:
     """ConsumerGroupRegularExpressionKey (type 16): group id, regular expression."""
-    return _I16.pack(CONSUMER_GROUP_REGULAR_EXPRESSION) + _string(group) + _string(regex)
+    return encode_key("ConsumerGroupRegularExpressionKey", {"GroupId": group, "RegularExpression": regex})
 
 
 def decode_consumer_key(key: bytes) -> ConsumerGroupKey | None:
     """The key if it is a consumer group record, else None."""
-    r = _Reader(key)
-    record_type = r.i16()
-    if record_type not in CONSUMER_GROUP_RECORD_TYPES:
+    kind = record_type(key)
+    if kind not in CONSUMER_GROUP_RECORD_TYPES:
         return None
-    group = r.string()
-    if record_type == CONSUMER_GROUP_REGULAR_EXPRESSION:
-        return ConsumerGroupKey(record_type, group, regex=r.string())
-    member = r.string() if record_type in _WITH_MEMBER else None
-    return ConsumerGroupKey(record_type, group, member)
+    k = decode_group_key(key)
+    if kind == CONSUMER_GROUP_REGULAR_EXPRESSION:
+        return ConsumerGroupKey(kind, k["GroupId"], regex=k["RegularExpression"])
+    return ConsumerGroupKey(kind, k["GroupId"], k.get("MemberId"))
 
 
 # ---- values (flexible, version 0) ------------------------------------------------------
 
 
-def _cstring(s: str | None) -> bytes:
-    if s is None:
-        return b"\x00"
-    b = s.encode("utf-8")
-    return _uvarint(len(b) + 1) + b
-
-
-def _topic_partitions(parts: Partitions, epochs: Callable[[uuid.UUID, int], int] | None = None) -> bytes:
-    """[]TopicPartitions; with ``epochs``, each topic's tagged AssignmentEpochs (tag 0, KIP-1251)."""
-    out = [_uvarint(len(parts) + 1)]
+def _topic_partitions(parts: Partitions, epochs: Callable[[uuid.UUID, int], int] | None = None) -> list[dict]:
+    """[]TopicPartitions, topics by id and partitions sorted; with ``epochs``, each topic's
+    AssignmentEpochs (KIP-1251)."""
+    out = []
     for t in sorted(parts, key=str):
         ps = sorted(parts[t])
-        out += [t.bytes, _uvarint(len(ps) + 1), b"".join(_I32.pack(p) for p in ps)]
-        if epochs is None:
-            out.append(b"\x00")
-        else:
-            tagged = _uvarint(len(ps) + 1) + b"".join(_I32.pack(epochs(t, p)) for p in ps)
-            out += [b"\x01", b"\x00", _uvarint(len(tagged)), tagged]
-    return b"".join(out)
-
-
-_VERSION0 = _I16.pack(0)
+        out.append({"TopicId": t, "Partitions": ps, "AssignmentEpochs": None if epochs is None else [epochs(t, p) for p in ps]})
+    return out
 
 
 def group_metadata_value(epoch: int) -> bytes:
-    return _VERSION0 + _I32.pack(epoch) + b"\x00"
+    return encode_value("ConsumerGroupMetadataValue", {"Epoch": epoch}, 0)
 
 
 def target_assignment_metadata_value(epoch: int) -> bytes:
-    return _VERSION0 + _I32.pack(epoch) + b"\x00"
+    return encode_value("ConsumerGroupTargetAssignmentMetadataValue", {"AssignmentEpoch": epoch}, 0)
 
 
 def target_assignment_member_value(parts: Partitions) -> bytes:
-    return _VERSION0 + _topic_partitions(parts) + b"\x00"
-
-
-def _classic_member_metadata(c: ClassicMemberMetadata) -> bytes:
-    """ClassicMemberMetadata (the member metadata's tagged field 0): session timeout, protocols."""
-    out = [_I32.pack(c.session_timeout_ms), _uvarint(len(c.supported_protocols) + 1)]
-    for name, metadata in c.supported_protocols:
-        out += [_cstring(name), _uvarint(len(metadata) + 1), metadata, b"\x00"]
-    out.append(b"\x00")
-    return b"".join(out)
+    topics = [{"TopicId": t, "Partitions": sorted(parts[t])} for t in sorted(parts, key=str)]
+    return encode_value("ConsumerGroupTargetAssignmentMemberValue", {"TopicPartitions": topics}, 0)
 
 
 def member_metadata_value(m: ConsumerGroupMember) -> bytes:
-    names = _uvarint(len(m.subscribed_topic_names) + 1) + b"".join(_cstring(t) for t in m.subscribed_topic_names)
-    tagged = b"\x00"
-    if m.classic is not None:
-        classic = b"\x01" + _classic_member_metadata(m.classic)  # a nullable struct: 1 = present
-        tagged = b"\x01\x00" + _uvarint(len(classic)) + classic
-    return b"".join([
-        _VERSION0, _cstring(m.instance_id), _cstring(m.rack_id), _cstring(m.client_id), _cstring(m.client_host),
-        names, _cstring(m.subscribed_topic_regex), _I32.pack(m.rebalance_timeout_ms), _cstring(m.server_assignor), tagged,
-    ])
+    classic = None if m.classic is None else {
+        "SessionTimeoutMs": m.classic.session_timeout_ms,
+        "SupportedProtocols": [{"Name": name, "Metadata": metadata} for name, metadata in m.classic.supported_protocols]}
+    return encode_value("ConsumerGroupMemberMetadataValue", {
+        "InstanceId": m.instance_id, "RackId": m.rack_id, "ClientId": m.client_id, "ClientHost": m.client_host,
+        "SubscribedTopicNames": list(m.subscribed_topic_names), "SubscribedTopicRegex": m.subscribed_topic_regex,
+        "RebalanceTimeoutMs": m.rebalance_timeout_ms, "ServerAssignor": m.server_assignor,
+        "ClassicMemberMetadata": classic}, 0)
 
 
 def current_assignment_value(m: ConsumerGroupMember) -> bytes:
-    return b"".join([
-        _VERSION0, _I32.pack(m.member_epoch), _I32.pack(m.previous_member_epoch), struct.pack(">b", int(m.state)),
-        _topic_partitions(m.assigned, m.assignment_epoch), _topic_partitions(m.pending_revocation), b"\x00",
-    ])
+    return encode_value("ConsumerGroupCurrentMemberAssignmentValue", {
+        "MemberEpoch": m.member_epoch, "PreviousMemberEpoch": m.previous_member_epoch, "State": int(m.state),
+        "AssignedPartitions": _topic_partitions(m.assigned, m.assignment_epoch),
+        "PartitionsPendingRevocation": _topic_partitions(m.pending_revocation)}, 0)
 
 
 def regex_value(resolved: ResolvedRegularExpression) -> bytes:
     """ConsumerGroupRegularExpressionValue v0: topics (sorted), version, timestamp."""
-    topics = sorted(resolved.topics)
-    return b"".join([_VERSION0, _uvarint(len(topics) + 1), b"".join(_cstring(t) for t in topics),
-                     _I64.pack(resolved.version), _I64.pack(resolved.timestamp_ms), b"\x00"])
+    return encode_value("ConsumerGroupRegularExpressionValue", {
+        "Topics": sorted(resolved.topics), "Version": resolved.version, "Timestamp": resolved.timestamp_ms}, 0)
 
 
 def decode_regex_value(value: bytes) -> ResolvedRegularExpression:
-    r = _reader(value)
-    topics = frozenset(r.string() for _ in range(r.array_len()))
-    return ResolvedRegularExpression(topics, r.i64(), r.i64())
+    v = decode_value("ConsumerGroupRegularExpressionValue", value)[1]
+    return ResolvedRegularExpression(frozenset(v["Topics"]), v["Version"], v["Timestamp"])
 
 
-def _reader(value: bytes) -> _Reader:
-    return flexible_value_reader(value, "consumer group")
-
-
-def _read_topic_partitions(r: _Reader, epochs: dict[tuple[uuid.UUID, int], int] | None = None) -> Partitions:
-    """[]TopicPartitions; each topic's AssignmentEpochs (tagged, tag 0) go into ``epochs``."""
+def _read_topic_partitions(topics: list[dict], epochs: dict[tuple[uuid.UUID, int], int] | None = None) -> Partitions:
+    """[]TopicPartitions; each topic's AssignmentEpochs go into ``epochs``."""
     out: dict[uuid.UUID, frozenset[int]] = {}
-    for _ in range(r.array_len()):
-        t = uuid.UUID(bytes=r._take(16))
-        ps = [r.i32() for _ in range(r.array_len())]
-        out[t] = frozenset(ps)
-        for _ in range(r.uvarint()):
-            tag, size = r.uvarint(), r.uvarint()
-            end = r.pos + size
-            if tag == 0 and epochs is not None:
-                n = r.uvarint() - 1
-                for p, e in zip(ps, [r.i32() for _ in range(max(n, 0))], strict=False):
-                    epochs[(t, p)] = e
-            r.pos = end
+    for t in topics:
+        tid, ps = t["TopicId"], t["Partitions"]
+        out[tid] = frozenset(ps)
+        if epochs is not None and t["AssignmentEpochs"] is not None:
+            for p, e in zip(ps, t["AssignmentEpochs"], strict=False):
+                epochs[(tid, p)] = e
     return out
 
 
 def decode_epoch_value(value: bytes) -> int:
-    """ConsumerGroupMetadataValue / ConsumerGroupTargetAssignmentMetadataValue: the epoch."""
-    return _reader(value).i32()
+    """ConsumerGroupMetadataValue: the group epoch."""
+    return decode_value("ConsumerGroupMetadataValue", value)[1]["Epoch"]
+
+
+def decode_assignment_epoch_value(value: bytes) -> int:
+    """ConsumerGroupTargetAssignmentMetadataValue: the assignment epoch."""
+    return decode_value("ConsumerGroupTargetAssignmentMetadataValue", value)[1]["AssignmentEpoch"]
 
 
 def decode_target_assignment_member_value(value: bytes) -> Partitions:
-    return _read_topic_partitions(_reader(value))
+    return _read_topic_partitions(decode_value("ConsumerGroupTargetAssignmentMemberValue", value)[1]["TopicPartitions"])
 
 
 def decode_member_metadata_value(member: ConsumerGroupMember, value: bytes) -> ConsumerGroupMember:
     """``member`` with the metadata of the record."""
-    r = _reader(value)
-    instance_id = r.nullable_string()
-    rack_id = r.nullable_string()
-    client_id = r.string()
-    client_host = r.string()
-    names = tuple(r.string() for _ in range(r.array_len()))
-    regex = r.nullable_string()
-    rebalance_timeout = r.i32()
-    assignor = r.nullable_string()
-    classic = None
-    for _ in range(r.uvarint()):
-        tag, size = r.uvarint(), r.uvarint()
-        end = r.pos + size
-        if tag == 0 and r.uvarint() > 0:  # a nullable struct: 0 = null
-            session_timeout = r.i32()
-            protocols = []
-            for _ in range(r.array_len()):
-                protocols.append((r.string(), r.bytes_()))
-                r.tagged_fields()
-            classic = ClassicMemberMetadata(session_timeout, tuple(protocols))
-        r.pos = end
-    return replace(member, instance_id=instance_id, rack_id=rack_id, client_id=client_id, client_host=client_host,
-                   subscribed_topic_names=names, subscribed_topic_regex=regex, server_assignor=assignor,
-                   rebalance_timeout_ms=rebalance_timeout, classic=classic)
+    v = decode_value("ConsumerGroupMemberMetadataValue", value)[1]
+    c = v["ClassicMemberMetadata"]
+    classic = None if c is None else ClassicMemberMetadata(
+        c["SessionTimeoutMs"], tuple((p["Name"], p["Metadata"]) for p in c["SupportedProtocols"]))
+    return replace(member, instance_id=v["InstanceId"], rack_id=v["RackId"], client_id=v["ClientId"],
+                   client_host=v["ClientHost"], subscribed_topic_names=tuple(v["SubscribedTopicNames"]),
+                   subscribed_topic_regex=v["SubscribedTopicRegex"], server_assignor=v["ServerAssignor"],
+                   rebalance_timeout_ms=v["RebalanceTimeoutMs"], classic=classic)
 
 
 def decode_current_assignment_value(member: ConsumerGroupMember, value: bytes) -> ConsumerGroupMember:
     """``member`` with the current assignment of the record."""
-    r = _reader(value)
-    epoch = r.i32()
-    previous = r.i32()
-    raw_state = struct.unpack(">b", r._take(1))[0]
+    v = decode_value("ConsumerGroupCurrentMemberAssignmentValue", value)[1]
+    raw_state = v["State"]
     state = MemberState(raw_state) if raw_state in MemberState._value2member_map_ else MemberState.UNKNOWN
     epochs: dict[tuple[uuid.UUID, int], int] = {}
-    assigned = _read_topic_partitions(r, epochs)
-    pending = _read_topic_partitions(r)
-    return replace(member, member_epoch=epoch, previous_member_epoch=previous, state=state, assigned=assigned,
-                   pending_revocation=pending, assignment_epochs=epochs)
+    assigned = _read_topic_partitions(v["AssignedPartitions"], epochs)
+    pending = _read_topic_partitions(v["PartitionsPendingRevocation"])
+    return replace(member, member_epoch=v["MemberEpoch"], previous_member_epoch=v["PreviousMemberEpoch"], state=state,
+                   assigned=assigned, pending_revocation=pending, assignment_epochs=epochs)

@@ -23,6 +23,7 @@ from kafka_sidecar.protocol.coordinator_records import (
     decode_value,
     encode_key,
     encode_value,
+    key_schema_name,
     record_type,
 )
 from kafka_sidecar.protocol.coordinator_records import decode_key as _decode_key
@@ -114,16 +115,22 @@ class GroupMetadataKey:
 # ------------------------------------------------------------------- writers
 
 
-def _string(s: str) -> bytes:
-    b = s.encode("utf-8")
-    return _I16.pack(len(b)) + b
+def group_record_key(kind: int, group: str, member: str | None = None) -> bytes:
+    """The key of a KIP-848/share/streams group record: its type, the group id, and the member id
+    for the per-member record types (``member`` None: none in the key)."""
+    name = key_schema_name("group", kind)
+    if name is None:
+        raise ValueError(f"no group coordinator record type {kind}")
+    return encode_key(name, {"GroupId": group} if member is None else {"GroupId": group, "MemberId": member})
 
 
-def group_record_key(record_type: int, group: str, member: str | None = None) -> bytes:
-    """The key of a group coordinator record (non-flexible): its type, the group id, and the
-    member id for the per-member record types (``member`` None: none in the key)."""
-    out = _I16.pack(record_type) + _string(group)
-    return out if member is None else out + _string(member)
+def decode_group_key(key: bytes) -> dict:
+    """The fields of a group coordinator record's key, by its record type's schema."""
+    kind = record_type(key)
+    name = key_schema_name("group", kind)
+    if name is None:
+        raise RecordFormatError(f"unknown group coordinator record type {kind}")
+    return _decode_key(name, key)
 
 
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
@@ -162,6 +169,9 @@ def group_metadata_value(v: GroupMetadataValue) -> bytes:
 
 
 class _Reader:
+    """A reader of the embedded consumer protocol's bytes (consumer_protocol.py); coordinator
+    records are read by protocol/coordinator_records.py."""
+
     __slots__ = ("buf", "pos", "flexible")
 
     def __init__(self, buf: bytes, pos: int = 0, flexible: bool = False) -> None:
@@ -220,16 +230,6 @@ class _Reader:
             for _ in range(self.uvarint()):
                 self.uvarint()
                 self._take(self.uvarint())
-
-
-def flexible_value_reader(value: bytes, what: str) -> _Reader:
-    """A reader past the version of a flexible v0 record value (KIP-848 and share group records)."""
-    r = _Reader(value)
-    version = r.i16()
-    if version != 0:
-        raise RecordFormatError(f"unknown {what} record value version {version}")
-    r.flexible = True
-    return r
 
 
 def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:

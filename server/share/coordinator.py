@@ -427,13 +427,20 @@ class ShareCoordinator:
                      for d in [sp.next_lock_deadline()] if d is not None]
         return min(deadlines) if deadlines else None
 
-    def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
-                batches: list[tuple[int, int]], max_records: int, *, record_limit: bool = False) -> list[AcquiredRecords]:
-        sp = self.share_partition(group_id, topic_id, partition)
-        if sp is None:
+    def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int, sp: SharePartition,
+                batches: list[tuple[int, int]], max_records: int, now_ms: int, *,
+                aborted: list[tuple[int, int]] | None = None, record_limit: bool = False) -> list[AcquiredRecords]:
+        """A ShareFetch's acquisition on ``sp`` (after archiving the ``aborted`` ranges of a
+        read_committed read). Archived records are written (an acquisition, or a start offset
+        just resolved, is not: as Kafka); when that write fails, the share-partition is left as it
+        was and nothing is acquired (the records are fetched again)."""
+        before = sp.checkpoint()
+        if aborted:
+            sp.archive(aborted)
+        acquired = sp.acquire(member_id, batches, max_records, now_ms, record_limit=record_limit)
+        if self.persister.write((group_id, topic_id, partition), sp, states_only=True):
+            sp.rollback(before)
             return []
-        acquired = sp.acquire(member_id, batches, max_records, self.runtime.clock.now_ms(), record_limit=record_limit)
-        self.persister.write((group_id, topic_id, partition), sp, states_only=True)
         return acquired
 
     def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
@@ -447,16 +454,27 @@ class ShareCoordinator:
         self._apply_group_configs(group_id, sp)
         now = self.runtime.clock.now_ms()
         # A record whose lock ran out is no longer the member's to acknowledge.
-        self.stats.lock_timeouts += sp.expire_locks(now)
-        try:
-            for first, last, types in batches:
-                code = sp.acknowledge(member_id, first, last, types, now)
-                if code:
-                    return code
-                self.stats.acknowledged(types, first, last)
-            return NONE
-        finally:
+        expired = sp.expire_locks(now)
+        self.stats.lock_timeouts += expired
+        if expired:
             self.persist(key)
+        # The batches up to the first invalid one apply; they hold once their state is written (a
+        # failed write rolls them back: the records stay acquired, as Kafka's rollback of the
+        # state transitions).
+        before = sp.checkpoint()
+        code, applied = NONE, []
+        for first, last, types in batches:
+            code = sp.acknowledge(member_id, first, last, types, now)
+            if code:
+                break
+            applied.append((types, first, last))
+        error = self.persister.write(key, sp)
+        if error:
+            sp.rollback(before)
+            return error
+        for types, first, last in applied:
+            self.stats.acknowledged(types, first, last)
+        return code
 
     def release_session(self, group_id: str, member_id: str) -> bool:
         """The member's share session closes (epoch -1, or its connection closed): its acquired
@@ -468,8 +486,13 @@ class ShareCoordinator:
         for topic_id, partition in session.partitions:
             key = (group_id, topic_id, partition)
             sp = self.share_partitions.get(key)
-            if sp is not None and key in self.loaded and sp.release_member(member_id):
-                self.persist(key)
+            if sp is None or key not in self.loaded:
+                continue
+            before = sp.checkpoint()
+            # Released once written; a failed write leaves the records acquired (Kafka's
+            # releaseAcquiredRecords), their acquisition locks then release them.
+            if sp.release_member(member_id) and self.persister.write(key, sp):
+                sp.rollback(before)
         return True
 
     def connection_closed(self, connection: object) -> None:

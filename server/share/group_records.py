@@ -3,7 +3,8 @@ coordinator's share group record types), so a restart keeps a group's epochs, me
 assignments and which share-partitions are initialized.
 
 A key is its record type as an int16, then its fields (not flexible). A value is its version (0)
-as an int16, then its fields in the flexible encoding. A null value is a tombstone.
+as an int16, then its fields in the flexible encoding (both by ``protocol/coordinator_records.py``
+from Kafka's schemas). A null value is a tombstone.
 
 =====  ====================================  =================================================
 type   key                                   value (version 0)
@@ -28,13 +29,12 @@ initialized share-partitions. metadataHash is written 0 (as the consumer group r
 
 from __future__ import annotations
 
-import struct
 import uuid
 from dataclasses import dataclass, field
 
-from kafka_sidecar.protocol.records import encode_uvarint as _uvarint
+from kafka_sidecar.protocol.coordinator_records import decode_value, encode_value, record_type
 
-from ..groups.records import _Reader, flexible_value_reader, group_record_key
+from ..groups.records import decode_group_key, group_record_key
 
 SHARE_GROUP_MEMBER_METADATA = 10
 SHARE_GROUP_METADATA = 11
@@ -47,10 +47,6 @@ _WITH_MEMBER = frozenset({SHARE_GROUP_MEMBER_METADATA, SHARE_GROUP_TARGET_ASSIGN
 # Kafka's MemberState.STABLE: a share group member is always stable (no revocation).
 STABLE_STATE = 0
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_VERSION0 = _I16.pack(0)
 
 Record = tuple[bytes, bytes | None]
 # topic id -> sorted partitions, as the records carry them
@@ -58,7 +54,7 @@ Assignment = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
 
 
 def is_share_group_record(key: bytes) -> bool:
-    return len(key) >= 2 and _I16.unpack_from(key)[0] in SHARE_GROUP_RECORD_TYPES
+    return len(key) >= 2 and record_type(key) in SHARE_GROUP_RECORD_TYPES
 
 
 # ---- keys ------------------------------------------------------------------------------------
@@ -76,121 +72,84 @@ class ShareGroupKey:
 
 
 def decode_share_key(key: bytes) -> ShareGroupKey | None:
-    r = _Reader(key)
-    record_type = r.i16()
-    if record_type not in SHARE_GROUP_RECORD_TYPES:
+    kind = record_type(key)
+    if kind not in SHARE_GROUP_RECORD_TYPES:
         return None
-    group = r.string()
-    return ShareGroupKey(record_type, group, r.string() if record_type in _WITH_MEMBER else None)
+    k = decode_group_key(key)
+    return ShareGroupKey(kind, k["GroupId"], k.get("MemberId"))
 
 
 # ---- values ----------------------------------------------------------------------------------
 
 
-def _cstring(s: str | None) -> bytes:
-    if s is None:
-        return b"\x00"
-    b = s.encode("utf-8")
-    return _uvarint(len(b) + 1) + b
-
-
-def _assignment(parts: Assignment) -> bytes:
-    out = [_uvarint(len(parts) + 1)]
-    for t, ps in parts:
-        out += [t.bytes, _uvarint(len(ps) + 1), b"".join(_I32.pack(p) for p in ps), b"\x00"]
-    return b"".join(out)
+def _assignment(parts: Assignment) -> list[dict]:
+    return [{"TopicId": t, "Partitions": list(ps)} for t, ps in parts]
 
 
 def member_metadata_value(rack_id: str | None, client_id: str, client_host: str, topics: tuple[str, ...]) -> bytes:
-    names = _uvarint(len(topics) + 1) + b"".join(_cstring(t) for t in topics)
-    return b"".join([_VERSION0, _cstring(rack_id), _cstring(client_id), _cstring(client_host), names, b"\x00"])
+    return encode_value("ShareGroupMemberMetadataValue", {
+        "RackId": rack_id, "ClientId": client_id, "ClientHost": client_host, "SubscribedTopicNames": list(topics)}, 0)
 
 
 def group_metadata_value(epoch: int, metadata_hash: int = 0) -> bytes:
-    return _VERSION0 + _I32.pack(epoch) + _I64.pack(metadata_hash) + b"\x00"
+    return encode_value("ShareGroupMetadataValue", {"Epoch": epoch, "MetadataHash": metadata_hash}, 0)
 
 
 def target_assignment_metadata_value(epoch: int, timestamp_ms: int) -> bytes:
-    tagged = b"\x00" if timestamp_ms == 0 else b"\x01\x00\x08" + _I64.pack(timestamp_ms)
-    return _VERSION0 + _I32.pack(epoch) + tagged
+    return encode_value("ShareGroupTargetAssignmentMetadataValue",
+                        {"AssignmentEpoch": epoch, "AssignmentTimestamp": timestamp_ms}, 0)
 
 
 def target_assignment_member_value(parts: Assignment) -> bytes:
-    return _VERSION0 + _assignment(parts) + b"\x00"
+    return encode_value("ShareGroupTargetAssignmentMemberValue", {"TopicPartitions": _assignment(parts)}, 0)
 
 
 def current_assignment_value(epoch: int, previous_epoch: int, parts: Assignment) -> bytes:
-    return _VERSION0 + _I32.pack(epoch) + _I32.pack(previous_epoch) + bytes([STABLE_STATE]) + _assignment(parts) + b"\x00"
+    return encode_value("ShareGroupCurrentMemberAssignmentValue", {
+        "MemberEpoch": epoch, "PreviousMemberEpoch": previous_epoch, "State": STABLE_STATE,
+        "AssignedPartitions": _assignment(parts)}, 0)
 
 
 def state_partition_metadata_value(initialized: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]) -> bytes:
     """No topic initializing (the state is written at once here) nor being deleted."""
-    out = [_VERSION0, b"\x01", _uvarint(len(initialized) + 1)]
-    for t, name, ps in initialized:
-        out += [t.bytes, _cstring(name), _uvarint(len(ps) + 1), b"".join(_I32.pack(p) for p in ps), b"\x00"]
-    out += [b"\x01", b"\x00"]
-    return b"".join(out)
+    return encode_value("ShareGroupStatePartitionMetadataValue", {
+        "InitializingTopics": [], "DeletingTopics": [],
+        "InitializedTopics": [{"TopicId": t, "TopicName": name, "Partitions": list(ps)} for t, name, ps in initialized]}, 0)
 
 
-def _reader(value: bytes) -> _Reader:
-    return flexible_value_reader(value, "share group")
-
-
-def _read_assignment(r: _Reader) -> Assignment:
-    out = []
-    for _ in range(r.array_len()):
-        t = uuid.UUID(bytes=r._take(16))
-        out.append((t, tuple(r.i32() for _ in range(r.array_len()))))
-        r.tagged_fields()
-    return tuple(out)
+def _read_assignment(topics: list[dict]) -> Assignment:
+    return tuple((t["TopicId"], tuple(t["Partitions"])) for t in topics)
 
 
 def decode_member_metadata_value(value: bytes) -> tuple[str | None, str, str, tuple[str, ...]]:
-    r = _reader(value)
-    rack, client_id, client_host = r.nullable_string(), r.string(), r.string()
-    return rack, client_id, client_host, tuple(r.string() for _ in range(r.array_len()))
+    v = decode_value("ShareGroupMemberMetadataValue", value)[1]
+    return v["RackId"], v["ClientId"], v["ClientHost"], tuple(v["SubscribedTopicNames"])
 
 
 def decode_epoch_value(value: bytes) -> int:
-    """ShareGroupMetadataValue / ShareGroupTargetAssignmentMetadataValue: the epoch."""
-    return _reader(value).i32()
+    """ShareGroupMetadataValue: the group epoch."""
+    return decode_value("ShareGroupMetadataValue", value)[1]["Epoch"]
 
 
 def decode_target_assignment_metadata_value(value: bytes) -> tuple[int, int]:
     """(assignment epoch, assignment timestamp)."""
-    r = _reader(value)
-    epoch, timestamp = r.i32(), 0
-    for _ in range(r.uvarint()):
-        tag, size = r.uvarint(), r.uvarint()
-        end = r.pos + size
-        if tag == 0:
-            timestamp = r.i64()
-        r.pos = end
-    return epoch, timestamp
+    v = decode_value("ShareGroupTargetAssignmentMetadataValue", value)[1]
+    return v["AssignmentEpoch"], v["AssignmentTimestamp"]
 
 
 def decode_target_assignment_member_value(value: bytes) -> Assignment:
-    return _read_assignment(_reader(value))
+    return _read_assignment(decode_value("ShareGroupTargetAssignmentMemberValue", value)[1]["TopicPartitions"])
 
 
 def decode_current_assignment_value(value: bytes) -> tuple[int, int, Assignment]:
-    r = _reader(value)
-    epoch, previous = r.i32(), r.i32()
-    r._take(1)  # state: always stable
-    return epoch, previous, _read_assignment(r)
+    v = decode_value("ShareGroupCurrentMemberAssignmentValue", value)[1]  # State: always stable
+    return v["MemberEpoch"], v["PreviousMemberEpoch"], _read_assignment(v["AssignedPartitions"])
 
 
 def decode_state_partition_metadata_value(value: bytes) -> set[tuple[uuid.UUID, int]]:
     """The initialized share-partitions (initializing ones too: their state was being written)."""
-    r = _reader(value)
-    out = set()
-    for _ in range(2):
-        for _ in range(r.array_len()):
-            t = uuid.UUID(bytes=r._take(16))
-            r.string()
-            out.update((t, r.i32()) for _ in range(r.array_len()))
-            r.tagged_fields()
-    return out
+    v = decode_value("ShareGroupStatePartitionMetadataValue", value)[1]
+    return {(t["TopicId"], p) for t in v["InitializingTopics"] + v["InitializedTopics"] for p in t["Partitions"]}
 
 
 # ---- the state as written ----------------------------------------------------------------------

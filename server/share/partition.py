@@ -79,6 +79,20 @@ class AcquiredRecords:
     delivery_count: int
 
 
+@dataclass(frozen=True, slots=True)
+class SharePartitionCheckpoint:
+    """A SharePartition's in-flight state at one moment (``SharePartition.checkpoint``)."""
+
+    start_offset: int
+    next_fetch_offset_new: int
+    write_start_offset: int
+    lock_floor_ms: int | None
+    archived_since_write: bool
+    batches: list[InFlightBatch]
+    done_since_write: list[InFlightBatch]
+    pending_archive: list[tuple[int, int]]
+
+
 class SharePartition:
     """The share-partition state machine (Kafka's SharePartition, in memory)."""
 
@@ -103,6 +117,22 @@ class SharePartition:
         self.archived_since_write = False
         # Aborted ranges beyond the next new offset (read_committed), archived by the next acquire.
         self._pending_archive: list[tuple[int, int]] = []
+
+    def checkpoint(self) -> SharePartitionCheckpoint:
+        """The in-flight state as it is now, for ``rollback`` when the state write of a change fails
+        (Kafka's InFlightState.completeStateTransition(false)): O(runs), never per record."""
+        return SharePartitionCheckpoint(
+            self.start_offset, self.next_fetch_offset_new, self.write_start_offset, self.lock_floor_ms,
+            self.archived_since_write,
+            [InFlightBatch(b.first_offset, b.last_offset, b.state, b.delivery_count, b.member_id, b.lock_deadline_ms)
+             for b in self.batches],
+            list(self.done_since_write), list(self._pending_archive))
+
+    def rollback(self, c: SharePartitionCheckpoint) -> None:
+        """Back to the state of ``checkpoint`` (the runs were copied: nothing since touched them)."""
+        self.start_offset, self.next_fetch_offset_new, self.write_start_offset = c.start_offset, c.next_fetch_offset_new, c.write_start_offset
+        self.lock_floor_ms, self.archived_since_write = c.lock_floor_ms, c.archived_since_write
+        self.batches, self.done_since_write, self._pending_archive = c.batches, c.done_since_write, c.pending_archive
 
     @property
     def initialized(self) -> bool:

@@ -2,7 +2,7 @@
 
 One test per shard of the coordinator runtime (server/coordinator/runtime.py): groups
 (``__consumer_offsets``), share groups (their records in ``__consumer_offsets``), share-partition
-state (``__share_group_state``) and transactions (``__transaction_state``). A real broker over
+state (``__share_group_state``: an offsets reset, and an acknowledgement) and transactions (``__transaction_state``). A real broker over
 TCP; the runtime's ``before_append`` hook makes the append to one internal topic raise the
 StorageError a failing disk raises. The client gets Kafka's error for its API (a storage error of
 the coordinator's partition is NOT_COORDINATOR), and a later describe or fetch shows the state
@@ -19,7 +19,7 @@ import pytest
 from kafka_sidecar.storage.log_segment import StorageError
 from kafka_sidecar.testing import EmbeddedBroker
 
-from tests.conformance.wire import Wire
+from tests.conformance.wire import Wire, batch
 
 NONE, NOT_COORDINATOR = 0, 16
 M1, M2 = "cwf-member-1-aaaaaaaaaaaa", "cwf-member-2-bbbbbbbbbbbb"  # KIP-1082: the client picks its member id
@@ -158,6 +158,52 @@ def test_failed_share_state_write_keeps_the_share_partition_state(broker: Embedd
         assert _start_offset(w, group) == 3
         assert _alter(w, group, topic, 7) == NONE
         assert _start_offset(w, group) == 7
+
+
+def _share_offsets(w: Wire, group: str) -> tuple[int, int]:
+    """DescribeShareGroupOffsets of partition 0: (start offset as written, lag)."""
+    p = w.call(90, 1, {"groups": [{"group_id": group, "topics": None}]})["groups"][0]["topics"][0]["partitions"][0]
+    return p["start_offset"], p["lag"]
+
+
+def _share_ack(w: Wire, group: str, epoch: int, topic_id: uuid.UUID, first: int, last: int) -> dict[str, Any]:
+    """ShareAcknowledge of [first, last] as ACCEPT: the partition's answer."""
+    r = w.call(79, 2, {"group_id": group, "member_id": M1, "share_session_epoch": epoch, "topics": [
+        {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+            {"first_offset": first, "last_offset": last, "acknowledge_types": [1]}]}]}]})
+    assert r["error_code"] == NONE, r
+    return r["responses"][0]["partitions"][0]
+
+
+def test_failed_share_acknowledgement_keeps_the_records_acquired(broker: EmbeddedBroker) -> None:
+    """SharePartition.acknowledge writes the state first: a failed __share_group_state append
+    answers the acknowledgement's error and leaves the records acquired by the member (not
+    acknowledged, start offset unmoved), so acknowledging them again succeeds."""
+    topic, group = "cwf-ack", "cwf-sa"
+    with Wire(broker.bootstrap_servers) as w:
+        w.create_topic(topic)
+        topic_id = w.metadata([topic])["topics"][0]["topic_id"]
+        configured = w.call(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
+            {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]}], "validate_only": False})
+        assert configured["responses"][0]["error_code"] == NONE, configured
+        assert w.call(76, 1, {"group_id": group, "member_id": M1, "member_epoch": 0, "rack_id": None,
+                              "subscribed_topic_names": [topic]})["error_code"] == NONE
+        assert w.produce(topic, batch([b"r%d" % i for i in range(5)]))["error"] == NONE
+        fetched = w.call(78, 2, {"group_id": group, "member_id": M1, "share_session_epoch": 0, "max_wait": 0,
+                                 "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500,
+                                 "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+                                 "forgotten_topics_data": []})
+        acquired = [(a["first_offset"], a["last_offset"], a["delivery_count"])
+                    for t in fetched["responses"] for p in t["partitions"] for a in p["acquired_records"]]
+        assert acquired == [(0, 4, 1)], fetched
+        before = _share_offsets(w, group)
+        with FailAppends(broker, "__share_group_state") as failing:
+            assert _share_ack(w, group, 1, topic_id, 0, 2)["error_code"] == NOT_COORDINATOR
+        assert failing.failed == 1
+        assert _share_offsets(w, group) == before
+        # Still the member's, acquired: acknowledging them now succeeds, the state is written.
+        assert _share_ack(w, group, 2, topic_id, 0, 4)["error_code"] == NONE
+        assert _share_offsets(w, group) == (0, 0)
 
 
 def _describe_txn(w: Wire, txn_id: str) -> tuple[str, int, int, list[Any]]:

@@ -108,6 +108,30 @@ def test_gap_acknowledgement_archives() -> None:
     assert sp.start_offset == 3
 
 
+def _state(sp: SharePartition) -> tuple:
+    return (sp.start_offset, sp.next_fetch_offset_new, sp.write_start_offset, sp.lock_floor_ms, sp.archived_since_write,
+            [(b.first_offset, b.last_offset, b.state, b.delivery_count, b.member_id, b.lock_deadline_ms) for b in sp.batches],
+            [(b.first_offset, b.last_offset, b.state) for b in sp.done_since_write], list(sp._pending_archive))
+
+
+def test_rollback_restores_the_in_flight_state_of_the_checkpoint() -> None:
+    """What a failed state write undoes (the coordinator checkpoints before acquire, acknowledge, release)."""
+    sp = _sp()
+    sp.acquire("a", [(0, 9)], 100, 0)
+    assert sp.acknowledge("a", 0, 1, [ACCEPT], 0) == 0
+    before = _state(sp)
+    checkpoint = sp.checkpoint()
+    assert sp.acknowledge("a", 2, 6, [ACCEPT, REJECT, RELEASE, ACCEPT, RENEW], 500) == 0
+    sp.archive([(12, 13)])
+    assert sp.acquire("b", [(0, 14)], 100, 600) == [AcquiredRecords(4, 4, 2), AcquiredRecords(10, 11, 1), AcquiredRecords(14, 14, 1)]
+    assert sp.release_member("a") == 4
+    assert _state(sp) != before
+    sp.rollback(checkpoint)
+    assert _state(sp) == before
+    # and it works on from there as if nothing happened
+    assert sp.acknowledge("a", 2, 9, [ACCEPT], 700) == 0 and sp.start_offset == 10 and sp.batches == []
+
+
 def test_simple_assignor_spreads_and_shares() -> None:
     t = uuid.uuid4()
     assert simple_assign(["a", "b"], [(t, 0), (t, 1), (t, 2)]) == {"a": {t: [0, 2]}, "b": {t: [1]}}
