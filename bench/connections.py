@@ -5,7 +5,8 @@
     python -m bench.connections --no-reference --json /tmp/ours.json
     python -m bench.connections --rounds 3              # ours, Kafka, ours, ... : medians per point
     python -m bench.connections --sidecar-pythonpath /tmp/base   # another build of ours (see README)
-    python -m bench.connections --sidecar-processes 2   # ours as 2 processes, partitions spread
+    python -m bench.connections --processes 2           # ours as `serve --processes 2`
+    python -m bench.connections --processes 2 --server-cpus 0   # its nodes pinned to one core
 
 The client is this process: raw requests over asyncio Protocols, each request frame built once
 with the project's own encoders (``protocol/messages.py``, ``protocol/records.py``) and written
@@ -22,11 +23,15 @@ what a producer with ``max.in.flight.requests.per.connection=1`` does).
   (batches of 100 x 1,000 B); consumer j fetches the partitions p with p mod M = j (as a group
   of M would share them), Fetch v12 with ``max_wait_ms`` 500, 1 MiB per partition, from offset 0
   to the end and again from 0, for ``--seconds``: MB/s of record batch bytes.
-- **--sidecar-processes N**: ours as N independent server processes (own port and data dir
-  each); every topic is created on each and partition p is written and read only on process
-  p mod N (``leader_index``), so a connection goes to the process that leads its partition:
-  docs/scaling.md's N brokers on one host with static leadership, the routing done here instead
-  of by Metadata. Figures are totals over the processes; the reference stays one broker.
+- **--processes N**: ours as the real ``kafka-sidecar serve --processes N`` (one cluster, node k
+  on port + k - 1). Every topic is created once through the bootstrap address and each
+  connection goes to the node Metadata names as its partition's leader, as a client does.
+  Broker CPU is the supervisor's and every node's. The reference stays one broker.
+- **Kafka's JIT warm**: before Kafka's first point, ``--jit-warmup`` seconds (default 20) of the
+  largest produce load, untimed, so its figures are a warm broker's.
+- **--server-cpus LIST**: pin the broker (ours: every process; Kafka: the JVM) to these cores
+  (``sched_setaffinity``), to see how requests/s grows with the cores given, on a machine with
+  fewer cores than processes to compare (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import struct
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -189,32 +195,36 @@ async def _connect(host: str, port: int, factory: Any) -> Any:
     raise AssertionError
 
 
-def leader_index(partition: int, processes: int) -> int:
-    """Which of N processes leads a partition: the static spread docs/scaling.md plans
-    (``1 + (hash(topic) + p) mod N`` there; the topic's offset does not matter to the bench)."""
-    return partition % processes
+def leaders(bootstrap: str, topic: str) -> list[str]:
+    """Each partition's leader as ``host:port``, from Metadata (what a client routes by)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "error_cb": ClientErrors()})
+    md = admin.list_topics(topic, timeout=10)
+    brokers = {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
+    parts = md.topics[topic].partitions
+    return [brokers[parts[p].leader] for p in range(len(parts))]
 
 
-async def produce_load(bootstrap: str, topic: str, partitions: int, connections: int, cfg: argparse.Namespace,
-                       pid: int | None = None) -> dict[str, Any]:
-    """N producer connections to one broker."""
-    return await produce_load_spread([bootstrap], topic, partitions, connections, cfg, [pid])
+def _split(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
 
 
-async def produce_load_spread(bootstraps: list[str], topic: str, partitions: int, connections: int,
-                              cfg: argparse.Namespace, pids: list[int | None] | None = None) -> dict[str, Any]:
-    """N producer connections over one or more broker processes: connection i writes partition
-    i mod ``partitions`` on the process that leads it (``leader_index``), as a client routing by
-    Metadata would. One pool of latencies; throughput and broker CPU are totals over the processes."""
-    pids = pids or [None] * len(bootstraps)
+async def produce_load(routes: list[str], topic: str, connections: int, cfg: argparse.Namespace,
+                       pids: list[int] | None = None) -> dict[str, Any]:
+    """N producer connections: connection i writes partition i mod P to its leader
+    (``routes[p]``, from Metadata). One pool of latencies; throughput and broker CPU are totals
+    over the broker's processes."""
+    pids = pids or []
+    partitions = len(routes)
     requests = [produce_frame(topic, p, cfg.batch_records, cfg.value_size, 1) for p in range(partitions)]
     stats: dict[str, Any] = {"measuring": False, "latencies": [], "errors": {}}
     error_at = produce_error_offset(topic)
     conns: list[ProduceConnection] = []
 
     def target(i: int) -> tuple[str, int]:
-        host, _, port = bootstraps[leader_index(i % partitions, len(bootstraps))].rpartition(":")
-        return host, int(port)
+        return _split(routes[i % partitions])
 
     for i in range(0, connections, 50):  # connect in steps: a listen backlog is not unbounded
         conns += await asyncio.gather(*[_connect(*target(j), lambda i=j: ProduceConnection(requests[i % partitions], error_at, stats))
@@ -238,7 +248,7 @@ async def produce_load_spread(bootstraps: list[str], topic: str, partitions: int
         return round(lat[min(n - 1, int(q * n))] * 1000, 3) if n else None
 
     return {
-        "connections": connections, "processes": len(bootstraps), "seconds": round(elapsed, 3), "requests": n,
+        "connections": connections, "processes": len(set(routes)), "seconds": round(elapsed, 3), "requests": n,
         "requests_per_s": round(n / elapsed, 1),
         "mb_per_s": round(n * cfg.batch_records * cfg.value_size / elapsed / 1e6, 2),
         "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": round(lat[-1] * 1000, 3) if n else None,
@@ -275,8 +285,10 @@ def _share(before: tuple[int, int, int] | None, after: tuple[int, int, int] | No
     return round(100 * (after[field] - before[field]) / (after[1] - before[1]), 1)
 
 
-def _cpu_total(pids: list[int | None]) -> float | None:
+def _cpu_total(pids: list[int]) -> float | None:
     """utime + stime summed over the broker processes (None if any is unknown)."""
+    if not pids:
+        return None
     total = 0.0
     for pid in pids:
         got = cpu_seconds(pid)
@@ -323,24 +335,17 @@ class FetchConnection(_Frames):
             self.send()
 
 
-async def fetch_load(bootstrap: str, topic: str, partitions: int, consumers: int, cfg: argparse.Namespace) -> dict[str, Any]:
-    """M consumers of one broker."""
-    return await fetch_load_spread([bootstrap], topic, partitions, consumers, cfg)
-
-
-async def fetch_load_spread(bootstraps: list[str], topic: str, partitions: int, consumers: int,
-                            cfg: argparse.Namespace) -> dict[str, Any]:
-    """M consumers over one or more broker processes: consumer j's partitions (p mod M = j) are
-    fetched from the process that leads each (one connection per process it needs, as a client
-    keeps one per broker)."""
+async def fetch_load(routes: list[str], topic: str, consumers: int, cfg: argparse.Namespace) -> dict[str, Any]:
+    """M consumers: consumer j's partitions (p mod M = j) are fetched from each one's leader
+    (one connection per broker it needs, as a client keeps one per broker)."""
     stats: dict[str, Any] = {"measuring": False, "bytes": 0, "errors": {}}
+    partitions = len(routes)
     wanted = []
     for j in range(consumers):
-        for k, bootstrap in enumerate(bootstraps):
-            mine = [p for p in range(partitions) if p % consumers == j and leader_index(p, len(bootstraps)) == k]
+        for leader in sorted(set(routes)):
+            mine = [p for p in range(partitions) if p % consumers == j and routes[p] == leader]
             if mine:
-                host, _, port = bootstrap.rpartition(":")
-                wanted.append((host, int(port), mine))
+                wanted.append((*_split(leader), mine))
     conns = await asyncio.gather(*[_connect(host, port, lambda mine=mine: FetchConnection(topic, mine, stats))
                                    for host, port, mine in wanted])
     await asyncio.sleep(cfg.warmup)
@@ -355,18 +360,17 @@ async def fetch_load_spread(bootstraps: list[str], topic: str, partitions: int, 
     for c in conns:
         if c.transport is not None:
             c.transport.close()
-    return {"consumers": consumers, "processes": len(bootstraps), "seconds": round(elapsed, 3),
+    return {"consumers": consumers, "processes": len(set(routes)), "seconds": round(elapsed, 3),
             "mb_per_s": round(stats["bytes"] / elapsed / 1e6, 2), "errors": stats["errors"],
             "client_cpu_pct": round(100 * cpu / elapsed, 1), "load_average": round(os.getloadavg()[0], 2)}
 
 
-async def fill(bootstrap: str, topic: str, partitions: int, mb: float, only: list[int] | None = None) -> None:
-    """``mb`` MB of 100 x 1,000 B batches into the topic, spread over its partitions (or over
-    ``only`` of them: those one process leads)."""
-    host, _, port = bootstrap.rpartition(":")
+async def fill(routes: list[str], topic: str, mb: float) -> None:
+    """``mb`` MB of 100 x 1,000 B batches into the topic, spread over its partitions, each
+    written to its leader."""
     per_request = 100 * 1000
     total = int(mb * 1e6 / per_request)
-    chosen = list(range(partitions)) if only is None else only
+    chosen = list(range(len(routes)))
     requests = {p: produce_frame(topic, p, 100, 1000, 1) for p in chosen}
     error_at = produce_error_offset(topic)
     left = [total]
@@ -388,7 +392,7 @@ async def fill(bootstrap: str, topic: str, partitions: int, mb: float, only: lis
                 return
             self.send()
 
-    conns = [await _connect(host, int(port), lambda p=p: Filler(requests[p], error_at, {})) for p in chosen]
+    conns = [await _connect(*_split(routes[p]), lambda p=p: Filler(requests[p], error_at, {})) for p in chosen]
     await done
     for c in conns:
         c.transport.close()  # type: ignore[union-attr]
@@ -415,22 +419,14 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
         time.sleep(0.1)
 
 
-def run_loads(bootstrap: str, label: str, cfg: argparse.Namespace, pid: int | None = None) -> dict[str, Any]:
-    """Every point of the run against one broker."""
-    return run_loads_spread([bootstrap], label, cfg, [pid])
-
-
-def run_loads_spread(bootstraps: list[str], label: str, cfg: argparse.Namespace,
-                     pids: list[int | None] | None = None) -> dict[str, Any]:
-    """Every point of the run against one or more broker processes: each topic is created on every
-    process and each process gets the requests of the partitions it leads (``leader_index``)."""
+def run_loads(bootstrap: str, label: str, cfg: argparse.Namespace, pids: Callable[[], list[int]]) -> dict[str, Any]:
+    """Every point of the run against one broker or cluster: each topic is created through the
+    bootstrap address and every request goes to its partition's leader (Metadata)."""
     out: dict[str, Any] = {"produce": [], "fetch": []}
-    n_proc = len(bootstraps)
     for n in cfg.connections:
         topic = f"conn{n}-{time.monotonic_ns()}"
-        for bootstrap in bootstraps:
-            create_topic(bootstrap, topic, cfg.partitions)
-        r = asyncio.run(produce_load_spread(bootstraps, topic, cfg.partitions, n, cfg, pids))
+        create_topic(bootstrap, topic, cfg.partitions)
+        r = asyncio.run(produce_load(leaders(bootstrap, topic), topic, n, cfg, pids()))
         log(f"{label}: produce x{n}: {r['mb_per_s']} MB/s, {r['requests_per_s']} req/s, p50 {r['p50_ms']} ms, "
             f"p99 {r['p99_ms']} ms, errors {r['errors']}, client CPU {r['client_cpu_pct']}%, "
             f"broker CPU {r['server_cpu_pct']}% = {r['server_cpu_us_per_request']} us/request, "
@@ -439,48 +435,58 @@ def run_loads_spread(bootstraps: list[str], label: str, cfg: argparse.Namespace,
         out["produce"].append(r)
     if cfg.consumers:
         topic = f"fetch-{time.monotonic_ns()}"
-        for k, bootstrap in enumerate(bootstraps):
-            create_topic(bootstrap, topic, cfg.partitions)
-            mine = [p for p in range(cfg.partitions) if leader_index(p, n_proc) == k]
-            if mine:
-                asyncio.run(fill(bootstrap, topic, cfg.partitions, cfg.fetch_mb * len(mine) / cfg.partitions, only=mine))
+        create_topic(bootstrap, topic, cfg.partitions)
+        routes = leaders(bootstrap, topic)
+        asyncio.run(fill(routes, topic, cfg.fetch_mb))
         for m in cfg.consumers:
-            r = asyncio.run(fetch_load_spread(bootstraps, topic, cfg.partitions, m, cfg))
+            r = asyncio.run(fetch_load(routes, topic, m, cfg))
             log(f"{label}: fetch x{m}: {r['mb_per_s']} MB/s, errors {r['errors']}, client CPU {r['client_cpu_pct']}%, "
                 f"load average {r['load_average']}")
             out["fetch"].append(r)
     return out
 
 
+def pin(pids: list[int], cpus: list[int] | None) -> None:
+    """Pin every thread of the broker's processes to ``cpus`` (``--server-cpus``)."""
+    if not cpus:
+        return
+    for pid in pids:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            os.sched_setaffinity(int(tid), cpus)
+
+
 def bench_ours(cfg: argparse.Namespace) -> dict[str, Any]:
-    """Our broker: ``--sidecar-processes`` independent processes (own port and data dir each), the
-    partitions spread over them: the ceiling of docs/scaling.md's N brokers on one host, with the
-    bench routing instead of Metadata."""
-    processes = getattr(cfg, "sidecar_processes", 1)
+    """Our broker: ``kafka-sidecar serve`` (``--processes N``: the real cluster of N nodes)."""
     with tempfile.TemporaryDirectory(prefix="bench-conn-") as tmp:
-        servers = []
-        for k in range(processes):
-            work = Path(tmp) / f"node-{k + 1}" if processes > 1 else Path(tmp)
-            work.mkdir(exist_ok=True)
-            servers.append(Sidecar(work, {"max.connections": "10000"}))
+        server = Sidecar(Path(tmp), {"max.connections": "10000"}, processes=cfg.processes)
         try:
             env_before = os.environ.get("PYTHONPATH")
             if cfg.sidecar_pythonpath:
                 os.environ["PYTHONPATH"] = cfg.sidecar_pythonpath
             try:
-                for server in servers:
-                    server.start()
+                server.start()
             finally:
                 if cfg.sidecar_pythonpath:
                     if env_before is None:
                         os.environ.pop("PYTHONPATH", None)
                     else:
                         os.environ["PYTHONPATH"] = env_before
-            label = "ours" if processes == 1 else f"ours x{processes} processes"
-            return run_loads_spread([s.bootstrap for s in servers], label, cfg, [s.pid for s in servers])
+            pin(server.pids, cfg.server_cpus)
+            label = "ours" if cfg.processes == 1 else f"ours --processes {cfg.processes}"
+            return run_loads(server.bootstrap, label, cfg, lambda: server.pids)
         finally:
-            for server in servers:
-                server.stop()
+            server.stop()
+
+
+def warm_jit(bootstrap: str, cfg: argparse.Namespace, pids: list[int]) -> None:
+    """Kafka's JIT compiles the hot paths after a while: run the largest produce load untimed."""
+    if cfg.jit_warmup <= 0:
+        return
+    topic = f"warm-{time.monotonic_ns()}"
+    create_topic(bootstrap, topic, cfg.partitions)
+    warm = argparse.Namespace(**{**vars(cfg), "warmup": 0.0, "seconds": cfg.jit_warmup})
+    r = asyncio.run(produce_load(leaders(bootstrap, topic), topic, max(cfg.connections), warm, pids))
+    log(f"kafka: JIT warm-up, {cfg.jit_warmup:.0f} s of produce x{max(cfg.connections)}: {r['requests_per_s']} req/s")
 
 
 def bench_reference(cfg: argparse.Namespace) -> dict[str, Any] | str:
@@ -489,7 +495,10 @@ def bench_reference(cfg: argparse.Namespace) -> dict[str, Any] | str:
         return why
     try:
         with ReferenceKafka({"num.partitions": cfg.partitions}) as kafka:
-            return run_loads(kafka.bootstrap, "kafka", cfg, kafka.pid)
+            pids = [kafka.pid] if kafka.pid is not None else []
+            pin(pids, cfg.server_cpus)
+            warm_jit(kafka.bootstrap, cfg, pids)
+            return run_loads(kafka.bootstrap, "kafka", cfg, lambda: pids)
     except ReferenceUnavailable as e:
         return f"reference unavailable: {e}"
 
@@ -504,7 +513,7 @@ def _median(rounds: list[dict[str, Any]], kind: str, i: int, field: str) -> floa
 
 def summarize(ours: list[dict[str, Any]], ref: list[dict[str, Any]], cfg: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
-    processes = getattr(cfg, "sidecar_processes", 1)
+    processes = cfg.processes
     for i, n in enumerate(cfg.connections):
         for field, better in (("mb_per_s", "higher"), ("requests_per_s", "higher"), ("p50_ms", "lower"), ("p99_ms", "lower"),
                               ("server_cpu_us_per_request", "lower")):
@@ -526,7 +535,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
     processes = rows[0].get("ours_processes", 1) if rows else 1
     if processes > 1:
-        print(f"ours: {processes} kafka-sidecar processes, partitions spread (totals); kafka: one broker")
+        print(f"ours: serve --processes {processes} (CPU: every process); kafka: one broker")
 
     print(f"{'load':<26} {'figure':<26} {'ours':>12} {'kafka':>12} {'ours/kafka':>11}  better")
     for r in rows:
@@ -549,16 +558,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-reference", action="store_true")
     p.add_argument("--no-ours", action="store_true")
     p.add_argument("--sidecar-pythonpath", help="PYTHONPATH for our server (another build of ours)")
-    p.add_argument("--sidecar-processes", type=int, default=1,
-                   help="ours as this many server processes, partition p on process p mod N (default 1)")
+    p.add_argument("--processes", type=int, default=1, help="ours as `serve --processes N` (default 1)")
+    p.add_argument("--jit-warmup", type=float, default=20.0, help="untimed seconds of load on Kafka first (default 20)")
+    p.add_argument("--server-cpus", type=ints, default=None, help="pin the broker to these cores, e.g. 0 or 0,1")
     p.add_argument("--json", default=str(REPO / "bench" / "results" / "connections.json"))
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(argv)
-    if cfg.sidecar_processes < 1:
-        raise SystemExit("--sidecar-processes must be at least 1")
+    if cfg.processes < 1:
+        raise SystemExit("--processes must be at least 1")
     ours: list[dict[str, Any]] = []
     ref: list[dict[str, Any]] = []
     ref_problem = None

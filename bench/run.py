@@ -157,6 +157,26 @@ def java_version() -> str | None:
 # --------------------------------------------------------------------------- our server
 
 
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive loopback ports that were free a moment ago."""
+    for _ in range(200):
+        base = free_port()
+        if all(not port_open("127.0.0.1", base + k, timeout=0.05) and _bindable(base + k) for k in range(1, count)):
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
+def _bindable(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def sidecar_command() -> list[str]:
     """The installed console script next to this interpreter (what users run)."""
     exe = Path(sys.executable).parent / "kafka-sidecar"
@@ -171,8 +191,9 @@ def sidecar_command() -> list[str]:
 class Sidecar:
     """kafka-sidecar on a loopback port with a fresh temp data dir; start timed from Popen."""
 
-    def __init__(self, work_dir: Path, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, work_dir: Path, overrides: dict[str, str] | None = None, processes: int = 1) -> None:
         self.work_dir = work_dir
+        self.processes = processes  # ``serve --processes N``: node k on port + k - 1
         self.data_dir = work_dir / "data"
         self.log_path = work_dir / "server.log"
         self.overrides = dict(overrides or {})
@@ -191,8 +212,10 @@ class Sidecar:
         return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
     def start(self, timeout: float = 20.0) -> Sidecar:
-        self.port = free_port()
+        self.port = free_ports(self.processes)
         cmd = [*sidecar_command(), "serve", "--data-dir", str(self.data_dir), "--listen", self.bootstrap]
+        if self.processes > 1:
+            cmd += ["--processes", str(self.processes)]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         self._log = open(self.log_path, "ab")
@@ -210,7 +233,8 @@ class Sidecar:
             time.sleep(0.001)
         while self.ready_seconds is None:
             try:
-                if any(node == 1 for node, _, _ in metadata_brokers("127.0.0.1", self.port, timeout=2.0)):
+                if len({node for node, _, _ in metadata_brokers("127.0.0.1", self.port, timeout=2.0)}) >= self.processes \
+                        and all(port_open("127.0.0.1", self.port + k, timeout=0.5) for k in range(self.processes)):
                     self.ready_seconds = time.monotonic() - t0
                     break
             except (OSError, ValueError) as e:
@@ -218,6 +242,18 @@ class Sidecar:
                     raise RuntimeError(f"kafka-sidecar did not answer Metadata in {timeout}s: {e}") from e
             time.sleep(0.001)
         return self
+
+    @property
+    def pids(self) -> list[int]:
+        """The server's processes: with ``--processes N`` the supervisor and its node processes."""
+        pid = self.pid
+        if pid is None:
+            return []
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            children = []
+        return [pid, *(int(c) for c in children)]
 
     def log_tail(self, chars: int = 2000) -> str:
         try:

@@ -124,6 +124,10 @@ class Broker:
         self.transaction_coordinator = TransactionCoordinator(self)
         # Share groups (server/share, KIP-932): membership, share sessions and share-partitions, in memory.
         self.share_coordinator = ShareCoordinator(self)
+        if cluster is not None:  # share-partition state kept by other nodes (server/cluster/share_state.py)
+            from .cluster.share_state import RemoteShareState
+
+            self.share_coordinator.persister.remote = RemoteShareState(cluster, self.share_coordinator.persister)
         # ACL authorizer (server/security/authorizer.py): authorizer.class.name, ACLs in sidecar-acls.json.
         self.authorizer = create_authorizer(config, self.data_dir)
         # Client quotas (server/quotas): stored in sidecar-client-quotas.json, loaded at start.

@@ -48,6 +48,7 @@ from .apis import (
     sasl,
     scram,
     share,
+    share_state,
     streams_groups,
     telemetry,
     topics,
@@ -189,6 +190,13 @@ SUPPORTED_APIS: dict[int, ApiSpec] = {
         ApiSpec(90, "DescribeShareGroupOffsets", 0, 1, share.handle_describe_share_group_offsets),
         ApiSpec(91, "AlterShareGroupOffsets", 0, 0, share.handle_alter_share_group_offsets, coordinator_write=True),
         ApiSpec(92, "DeleteShareGroupOffsets", 0, 0, share.handle_delete_share_group_offsets, coordinator_write=True),
+        # The share coordinator's inter-broker APIs (server/apis/share_state.py): what the nodes of
+        # `serve --processes N` send each other for share-partition state kept on another node.
+        ApiSpec(83, "InitializeShareGroupState", 0, 0, share_state.handle_initialize_share_group_state, coordinator_write=True),
+        ApiSpec(84, "ReadShareGroupState", 0, 0, share_state.handle_read_share_group_state),
+        ApiSpec(85, "WriteShareGroupState", 0, 1, share_state.handle_write_share_group_state, coordinator_write=True),
+        ApiSpec(86, "DeleteShareGroupState", 0, 0, share_state.handle_delete_share_group_state, coordinator_write=True),
+        ApiSpec(87, "ReadShareGroupStateSummary", 0, 1, share_state.handle_read_share_group_state_summary),
     ]
 }
 

@@ -14,23 +14,31 @@ protocol fields) are done here, in Kafka's order.
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
 from kafka_sidecar.protocol.framing import RequestHeader
 from kafka_sidecar.protocol.messages import ms
-from kafka_sidecar.protocol.topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from kafka_sidecar.protocol.topic import (
+    OFFSETS_TOPIC,
+    SHARE_GROUP_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
 
 from ..groups.coordinator import GroupCoordinator, JoinRequest, RequestContext
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import (
+    CLUSTER_AUTHORIZATION_FAILED,
     ERROR_MESSAGES,
     GROUP_AUTHORIZATION_FAILED,
     TOPIC_AUTHORIZATION_FAILED,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 )
+from ..share.records import partition_for as share_partition_for
 from .metadata import AUTHORIZED_OPERATIONS_OMITTED
 
 if TYPE_CHECKING:
@@ -78,6 +86,23 @@ def _context(context: RequestContext, header: RequestHeader) -> RequestContext:
 # ---- FindCoordinator (10) --------------------------------------------------------------
 
 
+def _share_key(key: str) -> tuple[str, uuid.UUID, int] | None:
+    """A share coordinator key "groupId:topicId:partition" (Kafka's SharePartitionKey.validate),
+    or None if it is not one."""
+    parts = key.split(":")
+    if len(parts) != 3 or not parts[0]:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(parts[1] + "==")
+        partition = int(parts[2])
+    except ValueError:
+        return None
+    if len(raw) != 16 or partition < 0:
+        return None
+    return parts[0], uuid.UUID(bytes=raw), partition
+
+
+
 async def handle_find_coordinator(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
     header = context.header
     version = header.api_version
@@ -91,8 +116,21 @@ async def handle_find_coordinator(services: BrokerServices, context: RequestCont
     elif key_type == TRANSACTION_KEY_TYPE:
         denied = {k: TRANSACTIONAL_ID_AUTHORIZATION_FAILED for k in keys
                   if not az.authorize(context, header, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, k)}
+    elif key_type == SHARE_KEY_TYPE and version >= 6:
+        # KIP-932's share coordinator keys "groupId:topicId:partition": for brokers (CLUSTER_ACTION).
+        if not az.authorize_cluster(context, header, AclOperation.CLUSTER_ACTION):
+            denied = dict.fromkeys(keys, CLUSTER_AUTHORIZATION_FAILED)
+        else:
+            denied = {k: errors.INVALID_REQUEST for k in keys if _share_key(k) is None}
     error = errors.NONE
-    if key_type == GROUP_KEY_TYPE:
+    if key_type == SHARE_KEY_TYPE and version >= 6:
+        if len(denied) < len(keys):
+            try:
+                await services.share_coordinator.persister.ensure_topic()
+            except Exception:
+                log.exception("cannot create the share state topic")
+                error = errors.COORDINATOR_NOT_AVAILABLE
+    elif key_type == GROUP_KEY_TYPE:
         if len(denied) < len(keys):
             try:
                 await _coordinator(services).ensure_offsets_topic()
@@ -123,6 +161,11 @@ async def handle_find_coordinator(services: BrokerServices, context: RequestCont
             return node
         if key_type == GROUP_KEY_TYPE:
             topic, partition = OFFSETS_TOPIC, services.group_coordinator.partition_for(key)
+        elif key_type == SHARE_KEY_TYPE:
+            share_key = _share_key(key)
+            assert share_key is not None
+            persister = services.share_coordinator.persister
+            topic, partition = SHARE_GROUP_STATE_TOPIC, share_partition_for(*share_key, persister.num_partitions)
         else:
             topic, partition = TRANSACTION_STATE_TOPIC, services.transaction_coordinator.partition_for(key)
         return cluster.node_endpoint(cluster.placement.leader(topic, partition), context.listener)

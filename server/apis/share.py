@@ -75,6 +75,8 @@ async def handle_share_group_heartbeat(services: BrokerServices, context: Reques
                 "heartbeat_interval": 0}
     if not _may_read_group(services, context, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "member_epoch": 0, "heartbeat_interval": 0}
+    if not _coordinator(services).coordinates_group(request.group_id):  # another node of the cluster's group
+        return {"throttle_time": 0, "error_code": errors.NOT_COORDINATOR, "member_epoch": 0, "heartbeat_interval": 0}
     topics = request.subscribed_topic_names
     await _coordinator(services).persister.ensure_topic()
     await services.group_coordinator.ensure_offsets_topic()  # the group's records (server/share/group_records.py)
@@ -93,6 +95,10 @@ async def handle_share_group_describe(services: BrokerServices, context: Request
     for group_id in request.group_ids:
         if not services.authorizer.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             groups.append({"error_code": GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "group_state": "",
+                           "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []})
+            continue
+        if not _coordinator(services).coordinates_group(group_id):
+            groups.append({"error_code": errors.NOT_COORDINATOR, "group_id": group_id, "group_state": "",
                            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []})
             continue
         groups.append(_coordinator(services).describe(group_id, request.include_authorized_operations, 0))
@@ -128,6 +134,33 @@ class _TopicReadCheck:
 def _partition_exists(services: BrokerServices, topic_id: uuid.UUID, partition: int) -> bool:
     info = services.metadata.topics_by_id.get(topic_id)
     return info is not None and 0 <= partition < info.partitions
+
+
+def _led_elsewhere(services: BrokerServices, topic_id: uuid.UUID, partition: int) -> int | None:
+    """In a cluster: the node leading the partition when it is not this one (the partition is
+    answered NOT_LEADER_OR_FOLLOWER, as Kafka's other brokers do); else None."""
+    cluster = services.cluster
+    if cluster is None:
+        return None
+    info = services.metadata.topics_by_id.get(topic_id)
+    if info is None or cluster.placement.is_local(info.name, partition):
+        return None
+    return cluster.placement.leader(info.name, partition)
+
+
+def _leaders(services: BrokerServices, context: RequestContext, answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """In a cluster: each partition's current leader (this node, or for NOT_LEADER_OR_FOLLOWER the
+    one leading it), and the endpoints of those others (ShareFetch/ShareAcknowledge's NodeEndpoints)."""
+    cluster = services.cluster
+    if cluster is None:
+        return []
+    others: set[int] = set()
+    for a in answers:
+        leader = a.pop("_leader", None)
+        if leader is not None:
+            others.add(leader)
+        a["current_leader"] = {"leader_id": services.node_id if leader is None else leader, "leader_epoch": 0}
+    return [{**cluster.node_endpoint(n, context.listener), "rack": None} for n in sorted(others)]
 
 
 def _valid_batches(batches: list[tuple[int, int, list[int]]], version: int, is_renew_ack: bool) -> bool:
@@ -170,6 +203,8 @@ def _acknowledge(services: BrokerServices, group_id: str, member_id: str, topics
                 out[key] = errors.TOPIC_AUTHORIZATION_FAILED
             elif not _partition_exists(services, t.topic_id, p.partition_index):
                 out[key] = errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif _led_elsewhere(services, t.topic_id, p.partition_index) is not None:
+                out[key] = errors.NOT_LEADER_OR_FOLLOWER
             elif not batches:
                 out[key] = errors.NONE
             else:
@@ -361,9 +396,15 @@ async def handle_share_fetch(services: BrokerServices, context: RequestContext, 
         if e.code == SHARE_SESSION_LIMIT_REACHED:
             await asyncio.sleep(ms(request.max_wait) / 1000)
         return _session_error(e.code)
+    unreadable: dict[_Key, int] = {}
+    remote = coordinator.persister.remote
+    if remote is not None:  # share-partitions whose state another node keeps (server/cluster/share_state.py)
+        unreadable = await remote.load_missing(coordinator, group_id, list(session.partitions))
     may_read = _TopicReadCheck(services, context, header)
     ack_errors = _acknowledge(services, group_id, member_id, request.topics, header.api_version, renew, may_read) \
         if has_acks else {}
+    if remote is not None and ack_errors:
+        ack_errors.update(await remote.settle(group_id, [k for k, e in ack_errors.items() if e == errors.NONE]))
     answers: dict[_Key, dict[str, Any]] = {}
     if epoch != FINAL_EPOCH and not renew:
         # The partitions fetched: the request's (a new session) or the session's, rotated.
@@ -377,6 +418,10 @@ async def handle_share_fetch(services: BrokerServices, context: RequestContext, 
                 answers[key] = _partition_answer(key[1], errors.TOPIC_AUTHORIZATION_FAILED)
             elif not _partition_exists(services, *key):
                 answers[key] = _partition_answer(key[1], errors.UNKNOWN_TOPIC_OR_PARTITION)
+            elif (leader := _led_elsewhere(services, *key)) is not None:
+                answers[key] = {**_partition_answer(key[1], errors.NOT_LEADER_OR_FOLLOWER), "_leader": leader}
+            elif key in unreadable:
+                answers[key] = _partition_answer(key[1], unreadable[key])
             else:
                 interested.append(key)
         max_records, max_bytes = request.max_records, request.max_bytes
@@ -419,7 +464,8 @@ async def handle_share_fetch(services: BrokerServices, context: RequestContext, 
     for (topic_id, _), answer in answers.items():
         by_topic.setdefault(topic_id, []).append(answer)
     return {"throttle_time": 0, "error_code": errors.NONE, "acquisition_lock_timeout": coordinator.lock_duration_ms(group_id),
-            "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()], "node_endpoints": []}
+            "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()],
+            "node_endpoints": _leaders(services, context, list(answers.values()))}
 
 
 async def handle_share_acknowledge(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
@@ -444,14 +490,22 @@ async def handle_share_acknowledge(services: BrokerServices, context: RequestCon
     renew = header.api_version >= 2 and bool(getattr(request, "is_renew_ack", False))
     ack_errors = _acknowledge(services, group_id, member_id, request.topics, header.api_version, renew,
                               _TopicReadCheck(services, context, header))
+    remote = coordinator.persister.remote
+    if remote is not None and ack_errors:  # acknowledgements written on another node (server/cluster/share_state.py)
+        ack_errors.update(await remote.settle(group_id, [k for k, e in ack_errors.items() if e == errors.NONE]))
     if epoch == FINAL_EPOCH:
         coordinator.release_session(group_id, member_id)
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    rows = []
     for (topic_id, partition), err in ack_errors.items():
-        by_topic.setdefault(topic_id, []).append({"partition_index": partition, "error_code": err,
-                                                  "current_leader": {"leader_id": 1, "leader_epoch": 0}})
+        row: dict[str, Any] = {"partition_index": partition, "error_code": err, "current_leader": {"leader_id": 1, "leader_epoch": 0}}
+        if err == errors.NOT_LEADER_OR_FOLLOWER:
+            row["_leader"] = _led_elsewhere(services, topic_id, partition)
+        rows.append(row)
+        by_topic.setdefault(topic_id, []).append(row)
     return {"throttle_time": 0, "error_code": errors.NONE, "acquisition_lock_timeout": coordinator.lock_duration_ms(group_id),
-            "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()], "node_endpoints": []}
+            "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()],
+            "node_endpoints": _leaders(services, context, rows)}
 
 
 # ---- DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92) --
@@ -467,8 +521,18 @@ async def handle_describe_share_group_offsets(services: BrokerServices, context:
         if not services.authorizer.authorize(context, header, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
             groups.append({"group_id": g.group_id, "topics": [], "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None})
             continue
+        coordinator = _coordinator(services)
+        if not coordinator.coordinates_group(g.group_id):
+            groups.append({"group_id": g.group_id, "topics": [], "error_code": errors.NOT_COORDINATOR, "error_message": None})
+            continue
         topics = None if g.topics is None else [(t.topic_name, [int(p) for p in t.partitions]) for t in g.topics]
-        groups.append(share_offsets.describe_offsets(_coordinator(services), g.group_id, topics))
+        elsewhere = None
+        if coordinator.persister.remote is not None:  # state or partitions on other nodes (server/cluster/share_state.py)
+            names = share_offsets.initialized_topics(coordinator, g.group_id) if topics is None else topics
+            by_name = services.metadata.topics
+            elsewhere = await coordinator.persister.remote.describe(coordinator, g.group_id, [
+                (name, by_name[name].topic_id, p) for name, ps in names if name in by_name for p in ps])
+        groups.append(share_offsets.describe_offsets(coordinator, g.group_id, topics, elsewhere))
     return {"throttle_time": 0, "groups": groups}
 
 
@@ -482,6 +546,8 @@ async def handle_alter_share_group_offsets(services: BrokerServices, context: Re
         return _offsets_unsupported()
     if not _may_read_group(services, context, header, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "responses": []}
+    if not _coordinator(services).coordinates_group(request.group_id):
+        return {"throttle_time": 0, "error_code": errors.NOT_COORDINATOR, "error_message": None, "responses": []}
     topics = [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions]) for t in request.topics]
     await _coordinator(services).persister.ensure_topic()
     await services.group_coordinator.ensure_offsets_topic()
@@ -494,4 +560,6 @@ async def handle_delete_share_group_offsets(services: BrokerServices, context: R
         return _offsets_unsupported()
     if not services.authorizer.authorize(context, header, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "error_message": None, "responses": []}
+    if not _coordinator(services).coordinates_group(request.group_id):
+        return {"throttle_time": 0, "error_code": errors.NOT_COORDINATOR, "error_message": None, "responses": []}
     return share_offsets.delete_offsets(_coordinator(services), request.group_id, [t.topic_name for t in request.topics])

@@ -60,9 +60,11 @@ class CoordinatorResult(Generic[R]):
 @dataclass
 class WriteScope:
     """The coordinator partitions one request (or one timer callback) wrote to or read from:
-    its answer waits for their flushes in flight (and only theirs)."""
+    its answer waits for their flushes in flight (and only theirs), and for the writes it asked
+    another node of the cluster to make (share-partition state, server/cluster/share_state.py)."""
 
     partitions: set[TopicPartition] = field(default_factory=set)
+    remote: list[asyncio.Future[Any]] = field(default_factory=list)
 
 
 _SCOPE: contextvars.ContextVar[WriteScope | None] = contextvars.ContextVar("coordinator_write_scope", default=None)
@@ -150,9 +152,20 @@ class CoordinatorRuntime:
         finally:
             _SCOPE.reset(token)
 
-    def durable(self, scope: WriteScope) -> list[asyncio.Future[None]]:
-        """The flushes in flight of the scope's partitions (each log's newest covers the earlier)."""
-        return [f for tp in scope.partitions if (f := self._pending_flush(*tp)) is not None]
+    def durable(self, scope: WriteScope) -> list[asyncio.Future[Any]]:
+        """The flushes in flight of the scope's partitions (each log's newest covers the earlier),
+        and its writes on other nodes not answered yet."""
+        return [f for tp in scope.partitions if (f := self._pending_flush(*tp)) is not None] + \
+            [f for f in scope.remote if not f.done()]
+
+    def await_remote(self, fut: asyncio.Future[Any], what: str) -> None:
+        """The current request (or timer) wrote through another node: its answer waits for
+        ``fut``. Outside a scope it is tracked in the background."""
+        scope = _SCOPE.get()
+        if scope is not None:
+            scope.remote.append(fut)
+        else:
+            self.track(fut, what)
 
     async def await_durable(self, scope: WriteScope) -> None:
         """Wait until the scope's partitions are flushed as far as they were written (a failed

@@ -1,21 +1,11 @@
 """Records of the internal topic ``__consumer_offsets``, in Kafka's exact formats.
 
-Keys and values are Kafka's coordinator records (apache/kafka
-``group-coordinator/src/main/resources/common/message``): every key and value
-starts with an int16 version, followed by the struct of that version.
-
-- ``OffsetCommitKey`` (key version 1; 0 is the same layout): group string,
-  topic string, partition int32.
-- ``OffsetCommitValue`` written as version 3 (offset int64, leaderEpoch int32,
-  metadata string, commitTimestamp int64), or version 1 when the commit carried
-  a retention time (offset, metadata, commitTimestamp, expireTimestamp). Read:
-  versions 0-4 (4 is flexible).
-- ``GroupMetadataKey`` (key version 2): group string.
-- ``GroupMetadataValue`` written as version 3 (protocolType string, generation
-  int32, protocol nullable string, leader nullable string,
-  currentStateTimestamp int64, members [memberId, groupInstanceId nullable,
-  clientId, clientHost, rebalanceTimeout int32, sessionTimeout int32,
-  subscription bytes, assignment bytes]). Read: versions 0-4.
+Keys and values are Kafka's coordinator records, encoded by the one schema-driven codec
+(``protocol/coordinator_records.py`` over Kafka's JSON schemas): the key's int16 record type
+(0/1 OffsetCommitKey, 2 GroupMetadataKey) or the value's int16 version, then the struct. This
+module maps them to the classic group coordinator's types and picks the versions Kafka writes:
+``OffsetCommitValue`` v3 (v1 when the commit carried a retention time: the only version with
+an expire timestamp), ``GroupMetadataValue`` v3; every valid version is read.
 
 A tombstone is a record with a null value. Batches are written the way Kafka's
 coordinator runtime writes them: magic 2, no producer id (-1/-1), base sequence
@@ -28,6 +18,14 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from kafka_sidecar.protocol.coordinator_records import (
+    RecordFormatError,
+    decode_value,
+    encode_key,
+    encode_value,
+    record_type,
+)
+from kafka_sidecar.protocol.coordinator_records import decode_key as _decode_key
 from kafka_sidecar.protocol.record_batch import CONTROL_MASK
 from kafka_sidecar.protocol.records import decode_records, iter_batches
 from kafka_sidecar.protocol.topic import OFFSETS_TOPIC  # noqa: F401 (re-exported: the group modules import it from here)
@@ -44,10 +42,6 @@ GROUP_METADATA_VALUE_VERSION = 3
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-
-
-class RecordFormatError(ValueError):
-    """A key or value of __consumer_offsets that does not parse."""
 
 
 # ---------------------------------------------------------------- java hashing
@@ -132,56 +126,36 @@ def group_record_key(record_type: int, group: str, member: str | None = None) ->
     return out if member is None else out + _string(member)
 
 
-def _nullable_string(s: str | None) -> bytes:
-    return _I16.pack(-1) if s is None else _string(s)
-
-
-def _bytes(b: bytes) -> bytes:
-    return _I32.pack(len(b)) + b
-
-
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    return _I16.pack(OFFSET_COMMIT_KEY_VERSION) + _string(group) + _string(topic) + _I32.pack(partition)
+    return encode_key("OffsetCommitKey", {"group": group, "topic": topic, "partition": partition})
 
 
 def group_metadata_key(group: str) -> bytes:
-    return _I16.pack(GROUP_METADATA_KEY_VERSION) + _string(group)
+    return encode_key("GroupMetadataKey", {"group": group})
 
 
 def offset_commit_value(o: OffsetAndMetadata) -> bytes:
+    """Version 3, or version 1 (the only one with an expire timestamp) when the commit carried a
+    retention time, as Kafka's OffsetCommitValue choice."""
     if o.expire_timestamp is not None:
-        return (
-            _I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE) + _I64.pack(o.offset) + _string(o.metadata)
-            + _I64.pack(o.commit_timestamp) + _I64.pack(o.expire_timestamp)
-        )
-    return (
-        _I16.pack(OFFSET_COMMIT_VALUE_VERSION) + _I64.pack(o.offset) + _I32.pack(o.leader_epoch)
-        + _string(o.metadata) + _I64.pack(o.commit_timestamp)
-    )
+        return encode_value("OffsetCommitValue", {
+            "offset": o.offset, "metadata": o.metadata, "commitTimestamp": o.commit_timestamp,
+            "expireTimestamp": o.expire_timestamp}, OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE)
+    return encode_value("OffsetCommitValue", {
+        "offset": o.offset, "leaderEpoch": o.leader_epoch, "metadata": o.metadata,
+        "commitTimestamp": o.commit_timestamp}, OFFSET_COMMIT_VALUE_VERSION)
 
 
 def group_metadata_value(v: GroupMetadataValue) -> bytes:
-    parts = [
-        _I16.pack(GROUP_METADATA_VALUE_VERSION),
-        _string(v.protocol_type),
-        _I32.pack(v.generation),
-        _nullable_string(v.protocol),
-        _nullable_string(v.leader),
-        _I64.pack(v.current_state_timestamp),
-        _I32.pack(len(v.members)),
-    ]
-    for m in v.members:
-        parts += [
-            _string(m.member_id),
-            _nullable_string(m.group_instance_id),
-            _string(m.client_id),
-            _string(m.client_host),
-            _I32.pack(m.rebalance_timeout),
-            _I32.pack(m.session_timeout),
-            _bytes(m.subscription),
-            _bytes(m.assignment),
-        ]
-    return b"".join(parts)
+    return encode_value("GroupMetadataValue", {
+        "protocolType": v.protocol_type, "generation": v.generation, "protocol": v.protocol,
+        "leader": v.leader, "currentStateTimestamp": v.current_state_timestamp,
+        "members": [{
+            "memberId": m.member_id, "groupInstanceId": m.group_instance_id, "clientId": m.client_id,
+            "clientHost": m.client_host, "rebalanceTimeout": m.rebalance_timeout,
+            "sessionTimeout": m.session_timeout, "subscription": m.subscription, "assignment": m.assignment,
+        } for m in v.members],
+    }, GROUP_METADATA_VALUE_VERSION)
 
 
 # ------------------------------------------------------------------- readers
@@ -260,59 +234,33 @@ def flexible_value_reader(value: bytes, what: str) -> _Reader:
 
 def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
     """The key of a __consumer_offsets record; None for record types this broker does not use."""
-    r = _Reader(key)
-    version = r.i16()
-    if version in (0, 1):
-        return OffsetCommitKey(r.string(), r.string(), r.i32())
-    if version == 2:
-        return GroupMetadataKey(r.string())
+    kind = record_type(key)
+    if kind in (0, 1):  # LegacyOffsetCommitKey and OffsetCommitKey share one layout
+        k = _decode_key("OffsetCommitKey", key)
+        return OffsetCommitKey(k["group"], k["topic"], k["partition"])
+    if kind == 2:
+        return GroupMetadataKey(_decode_key("GroupMetadataKey", key)["group"])
     return None  # consumer/share/streams group records (KIP-848 and later)
 
 
 def decode_offset_commit_value(value: bytes, record_offset: int = -1) -> OffsetAndMetadata:
-    r = _Reader(value)
-    version = r.i16()
-    if not 0 <= version <= 4:
-        raise RecordFormatError(f"unknown OffsetCommitValue version {version}")
-    r.flexible = version >= 4
-    offset = r.i64()
-    leader_epoch = r.i32() if version >= 3 else -1
-    metadata = r.string()
-    commit_ts = r.i64()
-    expire_ts = r.i64() if version == 1 else None
-    if expire_ts == -1:
-        expire_ts = None
-    r.tagged_fields()
-    return OffsetAndMetadata(offset, leader_epoch, metadata, commit_ts, expire_ts, record_offset)
+    _version, v = decode_value("OffsetCommitValue", value)
+    expire_ts = v["expireTimestamp"]
+    return OffsetAndMetadata(v["offset"], v["leaderEpoch"], v["metadata"], v["commitTimestamp"],
+                             None if expire_ts == -1 else expire_ts, record_offset)
 
 
 def decode_group_metadata_value(value: bytes) -> GroupMetadataValue:
-    r = _Reader(value)
-    version = r.i16()
-    if not 0 <= version <= 4:
-        raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
-    r.flexible = version >= 4
-    protocol_type = r.string()
-    generation = r.i32()
-    protocol = r.nullable_string()
-    leader = r.nullable_string()
-    current_state_ts = r.i64() if version >= 2 else -1
+    _version, v = decode_value("GroupMetadataValue", value)
     members = []
-    for _ in range(r.array_len()):
-        member_id = r.string()
-        instance_id = r.nullable_string() if version >= 3 else None
-        client_id = r.string()
-        client_host = r.string()
-        rebalance_timeout = r.i32() if version >= 1 else -1
-        session_timeout = r.i32()
-        subscription = r.bytes_()
-        assignment = r.bytes_()
-        r.tagged_fields()
+    for m in v["members"]:
+        rebalance_timeout = m["rebalanceTimeout"]
         if rebalance_timeout == -1:
-            rebalance_timeout = session_timeout  # v0 has no rebalance timeout: Kafka uses the session timeout
-        members.append(MemberMetadata(member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout, subscription, assignment))
-    r.tagged_fields()
-    return GroupMetadataValue(protocol_type, generation, protocol, leader, current_state_ts, members)
+            rebalance_timeout = m["sessionTimeout"]  # v0 has no rebalance timeout: Kafka uses the session timeout
+        members.append(MemberMetadata(m["memberId"], m["groupInstanceId"], m["clientId"], m["clientHost"],
+                                      rebalance_timeout, m["sessionTimeout"], m["subscription"], m["assignment"]))
+    return GroupMetadataValue(v["protocolType"], v["generation"], v["protocol"], v["leader"],
+                              v["currentStateTimestamp"], members)
 
 
 def consumer_protocol_topics(metadata: bytes) -> set[str]:

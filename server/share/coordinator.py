@@ -24,13 +24,15 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kafka_sidecar.protocol.topic import OFFSETS_TOPIC
+
 from ..coordinator.runtime import coordinator_runtime
 from ..group_configs import group_config_manager
 from .group import SIMPLE_ASSIGNOR, ShareGroup, ShareGroupMember
 from .group_persistence import ShareGroupPersistence
 from .metrics import ShareGroupStats
 from .partition import AcquiredRecords, SharePartition
-from .persister import ShareStatePersister, share_config
+from .persister import ReplayedState, ShareStatePersister, share_config
 from .session import ShareSessionCache
 
 if TYPE_CHECKING:
@@ -68,6 +70,9 @@ class ShareCoordinator:
         # first of them has records (server/apis/share.py), and acknowledgements to a partition
         # not loaded are UNKNOWN_TOPIC_OR_PARTITION, as in Kafka.
         self.loaded: set[tuple[str, uuid.UUID, int]] = set()
+        # In a cluster: share-partitions known initialized (from __consumer_offsets) whose state
+        # another node keeps and this one has not read yet (server/cluster/share_state.py).
+        self.state_unread: set[tuple[str, uuid.UUID, int]] = set()
         self.stats = ShareGroupStats()  # counters for /metrics (server/share/metrics.py)
         # Durable share-partition state in __share_group_state (server/share/persister.py).
         self.persister = ShareStatePersister(broker)
@@ -80,16 +85,19 @@ class ShareCoordinator:
         rejoin: their heartbeats answer UNKNOWN_MEMBER_ID)."""
         states = await self.broker.run_blocking(self.persister.load)
         for key, st in states.items():
-            sp = self.share_partitions[key] = self._new_partition(key[0], st.start_offset)
-            self.persister.restore(key, st, sp)
-            self.groups.setdefault(key[0], ShareGroup(key[0]))
+            self.restore_partition(key, st)
+            if self.coordinates_group(key[0]):
+                self.groups.setdefault(key[0], ShareGroup(key[0]))
         if states:
             log.info("replayed the state of %d share-partitions from __share_group_state", len(states))
         # Share-partitions __consumer_offsets says are initialized but with no state written yet.
+        remote = self.persister.remote
         for group_id, parts in self.group_records.replayed_partitions().items():
             for topic_id, p in parts:
                 if (group_id, topic_id, p) not in self.share_partitions:
                     self.share_partitions[(group_id, topic_id, p)] = self._new_partition(group_id, UNINITIALIZED_START_OFFSET)
+                    if remote is not None and remote.elsewhere((group_id, topic_id, p)):
+                        self.state_unread.add((group_id, topic_id, p))
         for group in self.groups.values():
             group.subscription_metadata = self._subscription_metadata(group)
         self.group_records.on_loaded()
@@ -97,6 +105,21 @@ class ShareCoordinator:
     def replay_group_record(self, key_bytes: bytes, value: bytes | None) -> None:
         """A share group record of __consumer_offsets (the loader's, at start-up)."""
         self.group_records.replay(key_bytes, value)
+
+    def restore_partition(self, key: tuple[str, uuid.UUID, int], st: ReplayedState) -> None:
+        """A share-partition's state read back: replayed at start, or (a cluster node leading the
+        topic-partition) read from the share coordinator keeping it (server/cluster/share_state.py)."""
+        sp = self.share_partitions[key] = self._new_partition(key[0], st.start_offset)
+        self.persister.restore(key, st, sp)
+        self.state_unread.discard(key)
+
+    def coordinates_group(self, group_id: str) -> bool:
+        """Whether this node is the group's coordinator (always, in one process; in a cluster the
+        node leading the group's __consumer_offsets partition)."""
+        cluster = self.broker.cluster
+        if cluster is None:
+            return True
+        return cluster.placement.leader(OFFSETS_TOPIC, self.broker.group_coordinator.partition_for(group_id)) == cluster.node_id
 
     def _new_partition(self, group_id: str, start_offset: int) -> SharePartition:
         sp = SharePartition(start_offset)
@@ -458,6 +481,12 @@ class ShareCoordinator:
             self.release_session(*key)
         if group_id is not None and not self.sessions.group_has_sessions(group_id):
             self.loaded = {k for k in self.loaded if k[0] != group_id}
+            remote = self.persister.remote
+            if remote is not None and not self.coordinates_group(group_id):
+                # Kept by another node's share coordinator: read again at the next ShareFetch
+                # (AlterShareGroupOffsets may reset it there meanwhile).
+                for k in [k for k in self.share_partitions if k[0] == group_id and remote.elsewhere(k)]:
+                    del self.share_partitions[k]
 
     # ---- ShareGroupDescribe ----------------------------------------------------------------
 

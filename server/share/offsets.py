@@ -11,6 +11,7 @@ refused while the group has members (GROUP_NOT_EMPTY), as in Kafka.
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kafka_sidecar.protocol import errors
@@ -31,23 +32,31 @@ def _unknown_topic(name: str) -> str:
     return f"Topic {name} not found."
 
 
-def describe_offsets(coordinator: ShareCoordinator, group_id: str, topics: list[tuple[str, list[int]]] | None) -> dict[str, Any]:
+def initialized_topics(coordinator: ShareCoordinator, group_id: str) -> list[tuple[str, list[int]]]:
+    """The group's initialized share-partitions, by topic name."""
+    by_id = coordinator.broker.metadata.topics_by_id
+    wanted: dict[str, list[int]] = {}
+    for (gid, topic_id, partition) in sorted(coordinator.share_partitions, key=lambda k: (str(k[1]), k[2])):
+        if gid == group_id and topic_id in by_id:
+            wanted.setdefault(by_id[topic_id].name, []).append(partition)
+    return sorted(wanted.items())
+
+
+def describe_offsets(coordinator: ShareCoordinator, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                     elsewhere: dict[tuple[uuid.UUID, int], tuple[int, int, int]] | None = None) -> dict[str, Any]:
     """One group of the DescribeShareGroupOffsets answer. ``topics`` None: every initialized
-    share-partition of the group (--describe --offsets); else the partitions named."""
+    share-partition of the group (--describe --offsets); else the partitions named.
+    ``elsewhere``: (start offset, leader epoch, lag) of the share-partitions whose state or
+    topic-partition another node of the cluster has (server/cluster/share_state.py)."""
     group = coordinator.groups.get(group_id)
     if group is None and topics is None:
         return {"group_id": group_id, "topics": [], "error_code": errors.GROUP_ID_NOT_FOUND,
                 "error_message": f"Group {group_id} not found."}
     # Partitions named: answered from the share state whether or not the group exists (Kafka's
     # coordinator asks its persister; an unknown group's partitions are uninitialized, -1).
-    by_id = coordinator.broker.metadata.topics_by_id
     topics_by_name = coordinator.broker.metadata.topics
     if topics is None:
-        wanted: dict[str, list[int]] = {}
-        for (gid, topic_id, partition) in sorted(coordinator.share_partitions, key=lambda k: (str(k[1]), k[2])):
-            if gid == group_id and topic_id in by_id:
-                wanted.setdefault(by_id[topic_id].name, []).append(partition)
-        topics = sorted(wanted.items())
+        topics = initialized_topics(coordinator, group_id)
     out = []
     for name, partitions in topics:
         info = topics_by_name.get(name)
@@ -58,6 +67,11 @@ def describe_offsets(coordinator: ShareCoordinator, group_id: str, topics: list[
             continue
         rows = []
         for p in partitions:
+            known = elsewhere.get((info.topic_id, p)) if elsewhere else None
+            if known is not None:
+                rows.append({"partition_index": p, "start_offset": known[0], "leader_epoch": known[1], "lag": known[2],
+                             "error_code": errors.NONE, "error_message": None})
+                continue
             # Kafka answers from the share coordinator's state: the start offset as last written
             # (-1 until the first write after the first ShareFetch resolved it).
             persisted = coordinator.persister.persisted((group_id, info.topic_id, p))

@@ -41,6 +41,7 @@ from .records import (
 
 if TYPE_CHECKING:
     from ..broker import Broker
+    from ..cluster.share_state import RemoteShareState
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,9 @@ class ShareStatePersister:
         self.broker = broker
         self.runtime = coordinator_runtime(broker)
         self.written: dict[SharePartitionKey, _Written] = {}
+        # In a --processes cluster: the share-partitions whose state another node keeps
+        # (server/cluster/share_state.py, set by the Broker); None in one process.
+        self.remote: RemoteShareState | None = None
 
     def _config(self, name: str, default: int) -> int:
         return share_config(self.broker, name, default)
@@ -192,7 +196,12 @@ class ShareStatePersister:
         now = self.runtime.clock.now_ms()
         per_snapshot = self._config("share.coordinator.snapshot.update.records.per.snapshot", 500)
         start, batches = state
-        if last is None or snapshot or last.updates >= per_snapshot:
+        if self.remote is not None and self.remote.elsewhere(key):
+            # Kept by another node's share coordinator (server/cluster/share_state.py): the
+            # request's answer waits for it there.
+            self.remote.write(key, state, initialize=snapshot)
+            self.written[key] = _Written(state, 0, 0, now)
+        elif last is None or snapshot or last.updates >= per_snapshot:
             epoch = 0 if last is None else last.snapshot_epoch + 1
             created = now if last is None else last.create_timestamp
             value = ShareStateValue(epoch, 0, start, list(batches), 0, created, now)
@@ -229,6 +238,10 @@ class ShareStatePersister:
     def delete(self, key: SharePartitionKey) -> int:
         """Tombstones for both record keys of the share-partition (group or offsets deleted), the
         share-partition forgotten once they are written: the API's error, or NONE."""
+        if self.remote is not None and self.remote.elsewhere(key):
+            self.remote.delete(key)
+            self.written.pop(key, None)
+            return errors.NONE
         if key not in self.written:
             return errors.NONE
         error, _ = self._append(key, [(share_key(SHARE_SNAPSHOT_TYPE, *key), None), (share_key(SHARE_UPDATE_TYPE, *key), None)])

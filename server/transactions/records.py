@@ -1,7 +1,7 @@
 """Records of the internal topic ``__transaction_state``, in Kafka's exact formats.
 
-Kafka's ``TransactionLogKey``/``TransactionLogValue`` (apache/kafka
-``transaction-coordinator/src/main/resources/common/message``), version-prefixed:
+Kafka's ``TransactionLogKey``/``TransactionLogValue``, encoded by the schema-driven codec
+(``protocol/coordinator_records.py``), version-prefixed:
 
 - key version 0: transactionalId string.
 - value version 0 (what Kafka writes until transaction.version 1 is finalized, and what this
@@ -20,108 +20,69 @@ Batches are written without compression (Kafka's TransactionLog.EnforcedCompress
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Callable, Iterator
 
 from kafka_sidecar.protocol.control_records import ABORT as ABORT_MARKER
 from kafka_sidecar.protocol.control_records import COMMIT as COMMIT_MARKER
 from kafka_sidecar.protocol.control_records import control_type
+from kafka_sidecar.protocol.coordinator_records import (
+    RecordFormatError,
+    encode_key,
+    encode_value,
+    record_type,
+)
+from kafka_sidecar.protocol.coordinator_records import decode_key as _decode_key
+from kafka_sidecar.protocol.coordinator_records import decode_value as _decode_value
 from kafka_sidecar.protocol.record_batch import CONTROL_MASK, iter_headers
 from kafka_sidecar.protocol.records import decode_records, iter_batches
 from kafka_sidecar.protocol.topic import TRANSACTION_STATE_TOPIC  # noqa: F401 (re-exported)
 from kafka_sidecar.storage.log import Log
 
-from ..groups.records import RecordFormatError, _Reader, partition_for
-from .state import NO_PRODUCER_ID, TransactionMetadata, TransactionState
+from ..groups.records import partition_for
+from .state import TransactionMetadata, TransactionState
 
 log = logging.getLogger(__name__)
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_I8 = struct.Struct(">b")
-
-
-
-def _string(s: str) -> bytes:
-    b = s.encode("utf-8")
-    return _I16.pack(len(b)) + b
-
 
 def key_bytes(transactional_id: str) -> bytes:
-    return _I16.pack(KEY_VERSION) + _string(transactional_id)
+    return encode_key("TransactionLogKey", {"TransactionalId": transactional_id})
 
 
 def value_bytes(m: TransactionMetadata) -> bytes:
     """Kafka's TransactionLog.valueToBytes (version 0)."""
     if m.state == TransactionState.EMPTY and m.topic_partitions:
         raise ValueError(f"transaction {m.transactional_id} in state Empty with partitions {m.topic_partitions}")
-    parts = [
-        _I16.pack(VALUE_VERSION), _I64.pack(m.producer_id), _I16.pack(m.producer_epoch),
-        _I32.pack(m.txn_timeout_ms), _I8.pack(m.state.id),
-    ]
-    if m.state == TransactionState.EMPTY:
-        parts.append(_I32.pack(-1))
-    else:
-        by_topic = m.partitions_by_topic()
-        parts.append(_I32.pack(len(by_topic)))
-        for topic, ids in by_topic.items():
-            parts.append(_string(topic))
-            parts.append(_I32.pack(len(ids)))
-            parts += [_I32.pack(p) for p in ids]
-    parts += [_I64.pack(m.txn_last_update_timestamp), _I64.pack(m.txn_start_timestamp)]
-    return b"".join(parts)
+    partitions = None if m.state == TransactionState.EMPTY else [
+        {"Topic": topic, "PartitionIds": list(ids)} for topic, ids in m.partitions_by_topic().items()]
+    return encode_value("TransactionLogValue", {
+        "ProducerId": m.producer_id, "ProducerEpoch": m.producer_epoch, "TransactionTimeoutMs": m.txn_timeout_ms,
+        "TransactionStatus": m.state.id, "TransactionPartitions": partitions,
+        "TransactionLastUpdateTimestampMs": m.txn_last_update_timestamp,
+        "TransactionStartTimestampMs": m.txn_start_timestamp,
+    }, VALUE_VERSION)
 
 
 def decode_key(data: bytes) -> str | None:
     """The transactional id of a key; None for a key version this broker does not know."""
-    r = _Reader(data)
-    if r.i16() != KEY_VERSION:
+    if record_type(data) != KEY_VERSION:
         return None
-    return r.string()
+    return _decode_key("TransactionLogKey", data)["TransactionalId"]
 
 
 def decode_value(transactional_id: str, data: bytes) -> TransactionMetadata:
     """Kafka's TransactionLog.readTxnRecordValue (versions 0 and 1)."""
-    r = _Reader(data)
-    version = r.i16()
-    if version not in (0, 1):
-        raise RecordFormatError(f"unknown TransactionLogValue version {version}")
-    r.flexible = version >= 1
-    producer_id = r.i64()
-    producer_epoch = r.i16()
-    timeout = r.i32()
-    status = r._take(1)[0]
-    state = TransactionState.from_id(status - 256 if status > 127 else status)
-    partitions: set[tuple[str, int]] = set()
-    n = r.uvarint() - 1 if r.flexible else r.i32()
-    for _ in range(max(n, 0)):
-        topic = r.string()
-        for _ in range(r.array_len()):
-            partitions.add((topic, r.i32()))
-        r.tagged_fields()
-    last_update = r.i64()
-    start = r.i64()
-    previous_pid = next_pid = NO_PRODUCER_ID
-    client_tv = 0
-    if r.flexible:
-        for _ in range(r.uvarint()):
-            tag = r.uvarint()
-            size = r.uvarint()
-            field = r._take(size)
-            if tag == 0:
-                previous_pid = _I64.unpack(field)[0]
-            elif tag == 1:
-                next_pid = _I64.unpack(field)[0]
-            elif tag == 2:
-                client_tv = _I16.unpack(field)[0]
+    _version, v = _decode_value("TransactionLogValue", data)
+    state = TransactionState.from_id(v["TransactionStatus"])
+    partitions = set() if state == TransactionState.EMPTY else {
+        (t["Topic"], p) for t in v["TransactionPartitions"] or () for p in t["PartitionIds"]}
     return TransactionMetadata(
-        transactional_id, producer_id, producer_epoch, timeout, state,
-        partitions if state != TransactionState.EMPTY else set(), start, last_update,
-        previous_producer_id=previous_pid, next_producer_id=next_pid, client_transaction_version=client_tv,
+        transactional_id, v["ProducerId"], v["ProducerEpoch"], v["TransactionTimeoutMs"], state, partitions,
+        v["TransactionStartTimestampMs"], v["TransactionLastUpdateTimestampMs"],
+        previous_producer_id=v["PreviousProducerId"], next_producer_id=v["NextProducerId"],
+        client_transaction_version=v["ClientTransactionVersion"],
     )
 
 

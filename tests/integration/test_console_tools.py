@@ -174,6 +174,8 @@ def test_the_wheel_carries_every_package_and_the_entry_points(tmp_path) -> None:
             rel = init.parent.relative_to(REPO / root)
             mapped = "kafka_sidecar/testing" if rel.parts[:1] == ("testing",) else "/".join(("kafka_sidecar", package, *rel.parts))
             assert f"{mapped}/__init__.py" in names, f"{init.parent} is not in the wheel"
+    schemas = {p.name for p in (REPO / "protocol/schemas/coordinator").glob("*.json")}
+    assert schemas and {f"kafka_sidecar/protocol/schemas/coordinator/{n}" for n in schemas} <= set(names)
 
 
 # ---- a newcomer's first mistakes, and streaming produce ---------------------------------------

@@ -374,6 +374,11 @@ def run(seconds: float, rate: float, sample: float, data_dir: Path, verbose: boo
         "log.segment.bytes": str(1 << 20), "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4",
         "log.retention.check.interval.ms": "5000", "log.initial.task.delay.ms": "1000", "log.cleaner.backoff.ms": "1000",
         "transaction.state.log.num.partitions": "2", "share.coordinator.state.topic.num.partitions": "2",
+        # Segments the cleaner or retention replaced stay open until deleted, file.delete.delay.ms
+        # later (as in Kafka); each cleaning of the compacted topic renames its old base-0 segment
+        # to the same .deleted name, unlinking the previous one: with the default 60 s about 24
+        # such files were open at any time. At 5 s a held deleted file is a leak, not a wait.
+        "log.segment.delete.delay.ms": "5000",
     })
     server.log_path = log_dir / "server.log"
     server.start()
