@@ -820,7 +820,8 @@ def _run(cluster: ClusterProcess, iterations: int, rng: random.Random, stats: St
         t.append(time.monotonic())
         check_all(cluster, ledger, groups, stats)
         t.append(time.monotonic())
-        kill = rng.choice(KILLS)
+        # Each kind once first (so a short run has them all), then at random.
+        kill = KILLS[iteration - 1] if iteration <= len(KILLS) else rng.choice(KILLS)
         node = rng.randint(1, NODES)
         pids = cluster.node_pids()
         kill_after = None

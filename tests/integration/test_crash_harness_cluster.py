@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from tests.crash.cluster_harness import run
+from tests.crash.cluster_harness import KILLS, run
 
 ITERATIONS = int(os.environ.get("CRASH_CLUSTER_ITERATIONS", "4"))
 
@@ -20,6 +20,7 @@ def test_cluster_crash_harness_short_run(tmp_path):
     stats = run(ITERATIONS, seed=20261129, data_dir=tmp_path / "data", verbose=False)
     assert stats.iterations == ITERATIONS
     assert sum(stats.kills.values()) >= ITERATIONS  # every iteration ended in a crash
+    assert {kind.split(" ")[0] for kind in stats.kills} >= set(KILLS)  # one node and the whole group, timer and crash point
     assert stats.acked > 0 and stats.records_checked > 0 and stats.segments_checked > 0
     assert stats.txn_records_checked > 0 and sum(stats.txns.values()) > 0
     assert stats.commits_checked > 0
