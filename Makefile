@@ -9,7 +9,7 @@ PIP := $(PY) -m pip
 DATA_DIR ?= ./data
 LISTEN ?= localhost:9092
 
-.PHONY: run install dev tools reference reference-if-needed test test-fast lint bench conformance conformance-compose crash-test fuzz fuzz-long soak soak-mixed outside outside-franz outside-librdkafka clean
+.PHONY: run install dev tools reference reference-if-needed test test-fast lint bench conformance conformance-compose crash-test crash-test-cluster fuzz fuzz-long soak soak-mixed outside outside-franz outside-librdkafka clean
 
 # The reference Apache Kafka (broker, tools, Streams, Connect) that tests and benchmarks compare
 # with, assembled from Maven Central into .cache/kafka-$(REFERENCE_KAFKA_VERSION) (needs Java 17+;
@@ -83,6 +83,11 @@ CRASH_ITERATIONS ?= 300
 CRASH_SEED ?= 1
 crash-test: dev
 	$(PY) -m tests.crash.harness --iterations $(CRASH_ITERATIONS) --seed $(CRASH_SEED)
+
+# The same over `serve --processes 2`: kill -9 one node or the whole group, with transactions and
+# offset commits spanning both nodes (tests/crash/cluster_harness.py).
+crash-test-cluster: dev
+	$(PY) -m tests.crash.cluster_harness --iterations $(CRASH_ITERATIONS) --seed $(CRASH_SEED)
 
 # Fuzz the request path: hypothesis (in-process and over TCP, random each run), the schema-valid
 # requests of every advertised API and version (SCHEMA_RANDOM drawn ones each), then atheris,
