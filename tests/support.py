@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,6 +56,21 @@ def sidecar_command() -> list[str]:
     if found:
         return [found]
     return [sys.executable, "-m", "kafka_sidecar.server"]
+
+
+@contextmanager
+def running(proc: SidecarProcess, timeout: float = 120.0) -> Iterator[SidecarProcess]:
+    """``proc`` started for the block: SIGTERM at the end (a cluster's supervisor stops its
+    nodes), SIGKILL if that fails (the nodes follow their supervisor: PR_SET_PDEATHSIG)."""
+    proc.start(timeout=timeout)
+    try:
+        yield proc
+    finally:
+        if proc.proc is not None and proc.proc.poll() is None:
+            try:
+                proc.stop(timeout=60)
+            except Exception:
+                proc.kill()
 
 
 class SidecarProcess:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conformance.wire import Wire, batch
-from tests.support import SidecarProcess, kafka_bin, kafka_tool_missing, sidecar_command
+from tests.support import SidecarProcess, kafka_bin, kafka_tool_missing, running, sidecar_command
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
@@ -36,15 +36,8 @@ QUIET = {"log_level": 3}  # librdkafka: errors only (its telemetry notices are n
 def cluster(tmp_path_factory: pytest.TempPathFactory):
     proc = SidecarProcess(tmp_path_factory.mktemp("processes") / "data", processes=2,
                           overrides={"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4"})
-    proc.start(timeout=120)
-    try:
+    with running(proc):
         yield proc
-    finally:
-        if proc.proc is not None and proc.proc.poll() is None:
-            try:
-                proc.stop(timeout=60)  # SIGTERM: the supervisor stops its nodes
-            except Exception:
-                proc.kill()  # the nodes follow their supervisor (PR_SET_PDEATHSIG)
 
 
 def _bootstrap(cluster: SidecarProcess, node: int) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.conformance.wire import Wire, batch
-from tests.support import SidecarProcess, kafka_bin, kafka_tool_missing
+from tests.support import SidecarProcess, kafka_bin, kafka_tool_missing, running
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -46,15 +46,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4",
         "transaction.state.log.num.partitions": "4",
     })
-    proc.start(timeout=120)
-    try:
+    with running(proc):
         yield proc
-    finally:
-        if proc.proc is not None and proc.proc.poll() is None:
-            try:
-                proc.stop(timeout=60)
-            except Exception:
-                proc.kill()
 
 
 def _node(cluster: SidecarProcess, k: int, client_id: str = "admin-test") -> Wire:
@@ -386,15 +379,8 @@ def sasl_cluster(tmp_path_factory: pytest.TempPathFactory):
         "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256", "sasl.jaas.config": PLAIN_JAAS,
     })
-    proc.start(timeout=120)
-    try:
+    with running(proc):
         yield proc
-    finally:
-        if proc.proc is not None and proc.proc.poll() is None:
-            try:
-                proc.stop(timeout=60)
-            except Exception:
-                proc.kill()
 
 
 def _as_admin(w: Wire) -> Wire:

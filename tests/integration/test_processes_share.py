@@ -27,7 +27,7 @@ from kafka_sidecar.server.groups.records import java_string_hash
 from kafka_sidecar.server.share.records import kafka_uuid_string, partition_for
 
 from tests.conformance.wire import Wire, batch
-from tests.support import SidecarProcess, kafka_bin, kafka_tool_missing
+from tests.support import SidecarProcess, kafka_bin, kafka_tool_missing, running
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -43,15 +43,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     proc = SidecarProcess(tmp_path_factory.mktemp("processes-share") / "data", processes=NODES, overrides={
         "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
         "share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS)})
-    proc.start(timeout=120)
-    try:
+    with running(proc):
         yield proc
-    finally:
-        if proc.proc is not None and proc.proc.poll() is None:
-            try:
-                proc.stop(timeout=60)
-            except Exception:
-                proc.kill()
 
 
 def _bootstrap(cluster: SidecarProcess, node: int) -> str:

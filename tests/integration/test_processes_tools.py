@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from kafka_sidecar.server.cluster.placement import leader_of
 
-from tests.support import SidecarProcess, kafka_bin, kafka_tool_missing
+from tests.support import SidecarProcess, kafka_bin, kafka_tool_missing, running
 
 pytestmark = pytest.mark.skipif(kafka_tool_missing("kafka-topics.sh") is not None, reason=str(kafka_tool_missing("kafka-topics.sh")))
 
@@ -34,15 +34,8 @@ TIMEOUT = 240
 def cluster(tmp_path_factory: pytest.TempPathFactory):
     proc = SidecarProcess(tmp_path_factory.mktemp("processes-tools") / "data", processes=2, overrides={
         "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4", "transaction.state.log.num.partitions": "4"})
-    proc.start(timeout=120)
-    try:
+    with running(proc):
         yield proc
-    finally:
-        if proc.proc is not None and proc.proc.poll() is None:
-            try:
-                proc.stop(timeout=60)
-            except Exception:
-                proc.kill()
 
 
 def _node(cluster: SidecarProcess, node: int) -> str:
