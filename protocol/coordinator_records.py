@@ -274,9 +274,13 @@ def _uuid_codec() -> tuple[Reader, Writer]:
     def read(buf: bytes, pos: int) -> tuple[uuid.UUID, int]:
         return uuid.UUID(bytes=bytes(_take(buf, pos, 16))), pos + 16
 
-    def write(v: uuid.UUID, out: list) -> None:
-        out.append(v.bytes)
+    def write(v: uuid.UUID | None, out: list) -> None:
+        # None: Kafka's Uuid.ZERO_UUID, as the request decoder hands a zero topic id over.
+        out.append(v.bytes if v is not None else _ZERO_UUID)
     return read, write
+
+
+_ZERO_UUID = bytes(16)
 
 
 def _length_codec(flexible: bool, wide: bool) -> tuple[Reader, Callable[[int], bytes]]:

@@ -57,9 +57,10 @@ class ShareStateValue:
     delivery_complete_count: int = NO_DELIVERY_COMPLETE_COUNT
 
 
-def kafka_uuid_string(u: uuid.UUID) -> str:
-    """Kafka's Uuid.toString(): URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+def kafka_uuid_string(u: uuid.UUID | None) -> str:
+    """Kafka's Uuid.toString(): URL-safe base64 without padding. None is the zero id as the
+    request decoder gives it (Kafka keys a share partition of topic id 0 like any other)."""
+    return base64.urlsafe_b64encode(u.bytes if u is not None else bytes(16)).decode().rstrip("=")
 
 
 def partition_for(group_id: str, topic_id: uuid.UUID, partition: int, num_partitions: int) -> int:
