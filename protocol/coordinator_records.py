@@ -276,11 +276,8 @@ def _uuid_codec() -> tuple[Reader, Writer]:
 
     def write(v: uuid.UUID | None, out: list) -> None:
         # None: Kafka's Uuid.ZERO_UUID, as the request decoder hands a zero topic id over.
-        out.append(v.bytes if v is not None else _ZERO_UUID)
+        out.append(v.bytes if v is not None else _ZERO_UUID.bytes)
     return read, write
-
-
-_ZERO_UUID = bytes(16)
 
 
 def _length_codec(flexible: bool, wide: bool) -> tuple[Reader, Callable[[int], bytes]]:
