@@ -39,8 +39,12 @@ _DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 def delivery_complete_count(state: PersistedState) -> int:
     """Records at or after the start offset whose delivery is complete (KIP-1226's count)."""
     start, batches = state
-    return sum(b.last_offset - max(b.first_offset, start) + 1 for b in batches
-               if b.delivery_state in _DONE and b.last_offset >= start)
+    count = sum(b.last_offset - max(b.first_offset, start) + 1 for b in batches
+                if b.delivery_state in _DONE and b.last_offset >= start)
+    return min(max(count, 0), _INT32_MAX)  # the record's field is an int32: batches sent may span more
+
+
+_INT32_MAX = 2**31 - 1
 
 
 class ShareStateShard:
