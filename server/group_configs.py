@@ -354,13 +354,8 @@ class GroupConfigManager:
 
     def set_group_configs(self, group_id: str, props: Mapping[str, str]) -> None:
         """Replace the dynamic configs of ``group_id`` (validated before) and persist them all."""
-        parsed = self.validate(props)
-        stored = {n: format_value(GROUP_CONFIG_KEYS[n], v) for n, v in parsed.items()}
         with self._lock:
-            if stored:
-                self.configs[group_id] = stored
-            else:
-                self.configs.pop(group_id, None)
+            stored = self._hold(group_id, props)
             data = {"version": 1, "groups": self.configs}
             checkpoint.atomic_write(self.path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
         log.info("dynamic configs of group %s are now %s", group_id, stored or "{}")
@@ -368,14 +363,18 @@ class GroupConfigManager:
     def adopt(self, group_id: str, props: Mapping[str, str]) -> None:
         """Make ``props`` the group's configs without writing the file (``serve --processes N``:
         the cluster's metadata log keeps them)."""
-        parsed = self.validate(props)
-        stored = {n: format_value(GROUP_CONFIG_KEYS[n], v) for n, v in parsed.items()}
         with self._lock:
-            if stored:
-                self.configs[group_id] = stored
-            else:
-                self.configs.pop(group_id, None)
+            stored = self._hold(group_id, props)
         log.info("dynamic configs of group %s are now %s", group_id, stored or "{}")
+
+    def _hold(self, group_id: str, props: Mapping[str, str]) -> dict[str, str]:
+        """Under the lock: ``props`` (validated) become the group's configs in memory."""
+        stored = {n: format_value(GROUP_CONFIG_KEYS[n], v) for n, v in self.validate(props).items()}
+        if stored:
+            self.configs[group_id] = stored
+        else:
+            self.configs.pop(group_id, None)
+        return stored
 
     def delete_group(self, group_id: str) -> None:
         if group_id in self.configs:

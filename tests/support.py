@@ -73,6 +73,24 @@ def running(proc: SidecarProcess, timeout: float = 120.0) -> Iterator[SidecarPro
                 proc.kill()
 
 
+def cluster_node_pids(supervisor_pid: int) -> dict[int, int]:
+    """The node processes of a ``serve --processes N`` supervisor: node id -> pid, read from the
+    children's command lines (``--cluster-node K``); empty once the supervisor is gone."""
+    out: dict[int, int] = {}
+    try:
+        children = Path(f"/proc/{supervisor_pid}/task/{supervisor_pid}/children").read_text().split()
+    except FileNotFoundError:
+        return out
+    for pid in map(int, children):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except FileNotFoundError:
+            continue
+        if b"--cluster-node" in argv:
+            out[int(argv[argv.index(b"--cluster-node") + 1])] = pid
+    return out
+
+
 class SidecarProcess:
     """A kafka-sidecar server on a loopback port, with a given data dir."""
 
@@ -148,16 +166,7 @@ class SidecarProcess:
     def node_pids(self) -> dict[int, int]:
         """A ``--processes N`` cluster's node processes: node id -> pid (from their command lines)."""
         assert self.proc is not None
-        out = {}
-        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
-        for pid in map(int, children):
-            try:
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except FileNotFoundError:
-                continue
-            if b"--cluster-node" in argv:
-                out[int(argv[argv.index(b"--cluster-node") + 1])] = pid
-        return out
+        return cluster_node_pids(self.proc.pid)
 
     def restart(self) -> SidecarProcess:
         self.stop()

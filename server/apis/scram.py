@@ -160,10 +160,19 @@ async def handle_alter_user_scram_credentials(services: BrokerServices, context:
                 for name in [*deletions, *upserts]:
                     failed[name] = (UNKNOWN_SERVER_ERROR, message)
                 deletions, upserts = {}, {}
-            for d in deletions.values():
-                log.info("deleted %s credential of user %r", SCRAM_BY_TYPE[d.mechanism], d.name)
-            for u in upserts.values():
-                log.info("set %s credential of user %r (%d iterations)", SCRAM_BY_TYPE[u.mechanism], u.name, u.iterations)
+            _log_changes(deletions, upserts)
+    return _answer(deletions, upserts, failed)
+
+
+def _log_changes(deletions: dict[str, Any], upserts: dict[str, Any]) -> None:
+    for d in deletions.values():
+        log.info("deleted %s credential of user %r", SCRAM_BY_TYPE[d.mechanism], d.name)
+    for u in upserts.values():
+        log.info("set %s credential of user %r (%d iterations)", SCRAM_BY_TYPE[u.mechanism], u.name, u.iterations)
+
+
+def _answer(deletions: dict[str, Any], upserts: dict[str, Any], failed: dict[str, tuple[int, str]]) -> dict[str, Any]:
+    """AlterUserScramCredentials' answer: the users changed, then those refused, with their error."""
     results = [{"user": n, "error_code": 0, "error_message": None} for n in [*deletions, *upserts]]
     results += [{"user": n, "error_code": code, "error_message": msg} for n, (code, msg) in failed.items()]
     return {"throttle_time": 0, "results": results}
@@ -189,10 +198,5 @@ async def _alter_in_cluster(services: BrokerServices, admin: ClusterAdmin, reque
         message = f"cannot write the SCRAM credentials: {e.strerror or e}"
         users = dict.fromkeys([*(d.name for d in request.deletions), *(u.name for u in request.upsertions)])
         return {"throttle_time": 0, "results": [{"user": n, "error_code": UNKNOWN_SERVER_ERROR, "error_message": message} for n in users]}
-    for d in deletions.values():
-        log.info("deleted %s credential of user %r", SCRAM_BY_TYPE[d.mechanism], d.name)
-    for u in upserts.values():
-        log.info("set %s credential of user %r (%d iterations)", SCRAM_BY_TYPE[u.mechanism], u.name, u.iterations)
-    results = [{"user": n, "error_code": 0, "error_message": None} for n in [*deletions, *upserts]]
-    results += [{"user": n, "error_code": code, "error_message": msg} for n, (code, msg) in failed.items()]
-    return {"throttle_time": 0, "results": results}
+    _log_changes(deletions, upserts)
+    return _answer(deletions, upserts, failed)

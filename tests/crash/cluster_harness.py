@@ -76,7 +76,7 @@ from tests.crash.harness import (
     delete_records,
 )
 from tests.integration.test_bad_input import create_topic
-from tests.support import sidecar_command
+from tests.support import cluster_node_pids, sidecar_command
 
 NODES = 2
 TXN = "crash-txn"
@@ -162,19 +162,7 @@ class ClusterProcess:
 
     def node_pids(self) -> dict[int, int]:
         assert self.proc is not None
-        out = {}
-        try:
-            children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
-        except FileNotFoundError:
-            return out
-        for pid in map(int, children):
-            try:
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except FileNotFoundError:
-                continue
-            if b"--cluster-node" in argv:
-                out[int(argv[argv.index(b"--cluster-node") + 1])] = pid
-        return out
+        return cluster_node_pids(self.proc.pid)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
