@@ -79,15 +79,17 @@ conformance-compose: dev
 
 # Reliability (README "Reliability"): each runs long, outside `make test` (which runs short versions).
 # kill -9 at random points and at crash points inside storage, restart, check every acknowledged record.
+# CRASH_JOBS=K runs K independent harnesses at once (tests/crash/parallel.py), the iterations split.
 CRASH_ITERATIONS ?= 300
 CRASH_SEED ?= 1
+CRASH_JOBS ?= 1
 crash-test: dev
-	$(PY) -m tests.crash.harness --iterations $(CRASH_ITERATIONS) --seed $(CRASH_SEED)
+	$(PY) -m tests.crash.parallel --jobs $(CRASH_JOBS) --iterations $(CRASH_ITERATIONS) --seed $(CRASH_SEED)
 
 # The same over `serve --processes 2`: kill -9 one node or the whole group, with transactions and
 # offset commits spanning both nodes (tests/crash/cluster_harness.py).
 crash-test-cluster: dev
-	$(PY) -m tests.crash.cluster_harness --iterations $(CRASH_ITERATIONS) --seed $(CRASH_SEED)
+	$(PY) -m tests.crash.parallel --harness cluster_harness --jobs $(CRASH_JOBS) --iterations $(CRASH_ITERATIONS) --seed $(CRASH_SEED)
 
 # Fuzz the request path: hypothesis (in-process and over TCP, random each run), the schema-valid
 # requests of every advertised API and version (SCHEMA_RANDOM drawn ones each), then atheris,
