@@ -14,12 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kafka_sidecar.protocol import errors
-
 from ..security.acls import AclOperation
 from ..security.authorizer import CLUSTER_AUTHORIZATION_FAILED
 from ..share.records import StateBatch
-from ..share.state_shard import ShareStateShard, delivery_complete_count
+from ..share.state_shard import ShareStateShard
 
 if TYPE_CHECKING:
     from ..request_context import RequestContext
@@ -49,24 +47,27 @@ async def _each(services: BrokerServices, context: RequestContext, request: Any,
     return {"results": results}
 
 
-def _status(partition: int, error: int) -> dict[str, Any]:
-    return {"partition": partition, "error_code": error, "error_message": None}
+def _status(partition: int, answer: tuple[int, str | None]) -> dict[str, Any]:
+    return {"partition": partition, "error_code": answer[0], "error_message": answer[1]}
 
 
-def _read_error(partition: int, error: int) -> dict[str, Any]:
-    return {"partition": partition, "error_code": error, "error_message": None, "state_epoch": 0,
-            "start_offset": -1, "state_batches": []}
+def _denied(partition: int, error: int) -> dict[str, Any]:
+    return _status(partition, (error, None))
 
 
-def _summary_error(partition: int, error: int) -> dict[str, Any]:
-    return {"partition": partition, "error_code": error, "error_message": None, "state_epoch": 0,
-            "leader_epoch": 0, "start_offset": -1, "delivery_complete_count": -1}
+def _read_error(partition: int, answer: tuple[int, str | None]) -> dict[str, Any]:
+    return {**_status(partition, answer), "state_epoch": 0, "start_offset": 0, "state_batches": []}
+
+
+def _summary_row(partition: int, answer: tuple[int, str | None], start: int) -> dict[str, Any]:
+    return {**_status(partition, answer), "state_epoch": 0, "leader_epoch": 0, "start_offset": start,
+            "delivery_complete_count": -1}
 
 
 async def handle_initialize_share_group_state(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
     shard = _shard(services)
     return await _each(services, context, request,
-                       lambda key, p: _status(p.partition, shard.write(key, (p.start_offset, ()), initialize=True)), _status)
+                       lambda key, p: _status(p.partition, shard.initialize(key, p.state_epoch, p.start_offset)), _denied)
 
 
 async def handle_write_share_group_state(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
@@ -74,14 +75,15 @@ async def handle_write_share_group_state(services: BrokerServices, context: Requ
 
     def write(key: Any, p: Any) -> dict[str, Any]:
         batches = tuple(StateBatch(b.first_offset, b.last_offset, int(b.delivery_state), b.delivery_count) for b in p.state_batches)
-        return _status(p.partition, shard.write(key, (p.start_offset, batches)))
+        complete = getattr(p, "delivery_complete_count", -1)  # v1 (KIP-1226)
+        return _status(p.partition, shard.write(key, p.state_epoch, p.leader_epoch, p.start_offset, batches, complete))
 
-    return await _each(services, context, request, write, _status)
+    return await _each(services, context, request, write, _denied)
 
 
 async def handle_delete_share_group_state(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
     shard = _shard(services)
-    return await _each(services, context, request, lambda key, p: _status(p.partition, shard.delete(key)), _status)
+    return await _each(services, context, request, lambda key, p: _status(p.partition, shard.delete(key)), _denied)
 
 
 def _batch(b: StateBatch) -> dict[str, Any]:
@@ -93,23 +95,26 @@ async def handle_read_share_group_state(services: BrokerServices, context: Reque
     shard = _shard(services)
 
     def read(key: Any, p: Any) -> dict[str, Any]:
-        error, epoch, state = shard.read(key)
-        if state is None:
-            return _read_error(p.partition, error or errors.UNKNOWN_TOPIC_OR_PARTITION)
-        return {"partition": p.partition, "error_code": errors.NONE, "error_message": None, "state_epoch": epoch,
-                "start_offset": state[0], "state_batches": [_batch(b) for b in state[1]]}
+        answer, w = shard.read(key, p.leader_epoch)
+        if w is None:
+            return _read_error(p.partition, answer)
+        return {**_status(p.partition, answer), "state_epoch": w.state_epoch, "start_offset": w.state[0],
+                "state_batches": [_batch(b) for b in w.state[1]]}
 
-    return await _each(services, context, request, read, _read_error)
+    return await _each(services, context, request, read, lambda partition, error: _read_error(partition, (error, None)))
 
 
 async def handle_read_share_group_state_summary(services: BrokerServices, context: RequestContext, request: Any) -> dict[str, Any]:
     shard = _shard(services)
 
     def summary(key: Any, p: Any) -> dict[str, Any]:
-        error, epoch, state = shard.read(key)
-        if state is None:
-            return _summary_error(p.partition, error or errors.UNKNOWN_TOPIC_OR_PARTITION)
-        return {"partition": p.partition, "error_code": errors.NONE, "error_message": None, "state_epoch": epoch,
-                "leader_epoch": 0, "start_offset": state[0], "delivery_complete_count": delivery_complete_count(state)}
+        answer, w = shard.summary(key)
+        if answer[0]:
+            return _summary_row(p.partition, answer, 0)
+        if w is None:  # never initialized: no state, as Kafka answers it
+            return _summary_row(p.partition, answer, -1)
+        return {**_status(p.partition, answer), "state_epoch": w.state_epoch, "leader_epoch": w.leader_epoch,
+                "start_offset": w.state[0], "delivery_complete_count": w.delivery_complete_count}
 
-    return await _each(services, context, request, summary, _summary_error)
+    return await _each(services, context, request, summary,
+                       lambda partition, error: _summary_row(partition, (error, None), 0))

@@ -144,7 +144,7 @@ class RemoteShareState:
     # ---- reads ---------------------------------------------------------------------------------
 
     async def read(self, key: SharePartitionKey) -> tuple[int, PersistedState | None]:
-        """ReadShareGroupState: (error, (start offset, batches)); UNKNOWN_TOPIC_OR_PARTITION: never initialized."""
+        """ReadShareGroupState: (error, (start offset, batches)); INVALID_REQUEST: never initialized."""
         answer = await self._submit(self.coordinator_of(key), READ, _one(key[0], key, {"leader_epoch": 0}))
         r = _result(answer) if answer is not None else None
         if r is None:
@@ -155,7 +155,8 @@ class RemoteShareState:
         return errors.NONE, (r.start_offset, batches)
 
     async def summary(self, key: SharePartitionKey) -> tuple[int, int, int]:
-        """ReadShareGroupStateSummary: (error, start offset, delivery complete count)."""
+        """ReadShareGroupStateSummary: (error, start offset, delivery complete count); a key never
+        initialized answers no error and start offset -1, as one initialized without one."""
         answer = await self._submit(self.coordinator_of(key), SUMMARY, _one(key[0], key, {"leader_epoch": 0}))
         r = _result(answer) if answer is not None else None
         if r is None:
@@ -198,8 +199,10 @@ class RemoteShareState:
                     st = ReplayedState(start, 0, -1, [(max(b.first_offset, start), b.last_offset, b.delivery_state, b.delivery_count)
                                                       for b in batches if b.last_offset >= start])
                     coordinator.restore_partition(key, st)
-            elif error == errors.UNKNOWN_TOPIC_OR_PARTITION:
-                coordinator.state_unread.discard(key)  # initialized, nothing written yet: from share.auto.offset.reset
+            elif error in (errors.INVALID_REQUEST, errors.UNKNOWN_TOPIC_OR_PARTITION):
+                # Never initialized (Kafka's "Read operation on uninitialized share partition"):
+                # from share.auto.offset.reset.
+                coordinator.state_unread.discard(key)
             else:
                 failed[(topic_id, partition)] = error
         return failed

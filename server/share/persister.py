@@ -14,6 +14,8 @@ tombstone deletes) into SharePartitions.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -59,6 +61,11 @@ class _Written:
     updates: int
     create_timestamp: int
     snapshot_offset: int = -1  # where its last ShareSnapshot is in the state topic
+    # What the share coordinator's APIs keep and answer (server/share/state_shard.py): the state
+    # epoch of the last ShareSnapshot, the leader epoch and delivery-complete count last written.
+    state_epoch: int = 0
+    leader_epoch: int = 0
+    delivery_complete_count: int = -1
 
 
 @dataclass
@@ -71,25 +78,51 @@ class ReplayedState:
     create_timestamp: int
     runs: list[tuple[int, int, int, int]] = field(default_factory=list)
     snapshot_offset: int = -1
+    state_epoch: int = 0
+    leader_epoch: int = 0
+    delivery_complete_count: int = -1
 
     def overlay(self, batches: list[StateBatch]) -> None:
-        """A record's state batches over what earlier records said (later wins per offset),
-        then everything below the start offset dropped."""
-        runs = self.runs
-        for b in batches:
-            kept: list[tuple[int, int, int, int]] = []
-            for r in runs:
-                if r[1] < b.first_offset or r[0] > b.last_offset:
-                    kept.append(r)
-                    continue
-                if r[0] < b.first_offset:
-                    kept.append((r[0], b.first_offset - 1, r[2], r[3]))
-                if r[1] > b.last_offset:
-                    kept.append((b.last_offset + 1, r[1], r[2], r[3]))
-            kept.append((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count))
-            runs = sorted(kept)
-        start = self.start_offset
-        self.runs = [r if r[0] >= start else (start, r[1], r[2], r[3]) for r in runs if r[1] >= start]
+        """A record's state batches over what earlier records said, combined as Kafka's share
+        coordinator does (``combine_batches``), everything below the start offset dropped."""
+        old = [StateBatch(*r) for r in self.runs]
+        self.runs = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                     for b in combine_batches(old, batches, self.start_offset)]
+
+
+def combine_batches(so_far: list[StateBatch] | tuple[StateBatch, ...], new: list[StateBatch] | tuple[StateBatch, ...],
+                    start: int) -> list[StateBatch]:
+    """Kafka's PersisterStateBatchCombiner: both lists as one, what lies below ``start`` (unless
+    -1) dropped, and where batches overlap the one of the higher (delivery count, delivery state)
+    wins each offset (a late write of an older view loses nothing); neighbours alike joined."""
+    batches = [b for b in (*so_far, *new) if start < 0 or b.last_offset >= start]
+    if start >= 0:
+        batches = [b if b.first_offset >= start else StateBatch(start, b.last_offset, b.delivery_state, b.delivery_count)
+                   for b in batches]
+    if len(batches) < 2:
+        return list(batches)
+    # A sweep over the batches' edges: in each stretch the highest-priority batch covering it.
+    edges = sorted({b.first_offset for b in batches} | {b.last_offset + 1 for b in batches})
+    by_first = sorted(batches, key=lambda b: b.first_offset)
+    active: list[tuple[int, int, int, int]] = []  # (-count, -state, last offset, index): a max-heap
+    out: list[StateBatch] = []
+    i = 0
+    for lo, hi in itertools.pairwise(edges):
+        while i < len(by_first) and by_first[i].first_offset <= lo:
+            b = by_first[i]
+            heapq.heappush(active, (-b.delivery_count, -b.delivery_state, b.last_offset, i))
+            i += 1
+        while active and active[0][2] < lo:
+            heapq.heappop(active)
+        if not active:
+            continue
+        count, state = -active[0][0], -active[0][1]
+        last = out[-1] if out else None
+        if last is not None and last.last_offset + 1 == lo and (last.delivery_state, last.delivery_count) == (state, count):
+            out[-1] = StateBatch(last.first_offset, hi - 1, state, count)
+        else:
+            out.append(StateBatch(lo, hi - 1, state, count))
+    return out
 
 
 def persisted_state(sp: SharePartition, *, as_written: bool = False) -> PersistedState:
@@ -139,6 +172,9 @@ class ShareStatePersister:
         self.broker = broker
         self.runtime = coordinator_runtime(broker)
         self.written: dict[SharePartitionKey, _Written] = {}
+        # The highest leader epoch a share-state API saw per share-partition (Kafka's
+        # ShareCoordinatorShard.leaderEpochMap): older writes and reads are fenced.
+        self.leader_epochs: dict[SharePartitionKey, int] = {}
         # In a --processes cluster: the share-partitions whose state another node keeps
         # (server/cluster/share_state.py, set by the Broker); None in one process.
         self.remote: RemoteShareState | None = None
@@ -247,6 +283,7 @@ class ShareStatePersister:
         error, _ = self._append(key, [(share_key(SHARE_SNAPSHOT_TYPE, *key), None), (share_key(SHARE_UPDATE_TYPE, *key), None)])
         if error == errors.NONE:
             del self.written[key]
+            self.leader_epochs.pop(key, None)
         return error
 
     def _append(self, key: SharePartitionKey, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
@@ -282,11 +319,16 @@ class ShareStatePersister:
             v = decode_value(record_type, value)
             st = states.get(k)
             if record_type == SHARE_SNAPSHOT_TYPE or st is None:
-                st = states[k] = ReplayedState(v.start_offset, v.snapshot_epoch, v.create_timestamp)
+                st = states[k] = ReplayedState(v.start_offset, v.snapshot_epoch, v.create_timestamp,
+                                               state_epoch=v.state_epoch, leader_epoch=v.leader_epoch)
                 if record_type == SHARE_SNAPSHOT_TYPE:
                     st.snapshot_offset = offset
-            elif v.start_offset >= 0:
-                st.start_offset = v.start_offset
+            else:
+                if v.start_offset >= 0:
+                    st.start_offset = v.start_offset
+                if v.leader_epoch >= 0:
+                    st.leader_epoch = v.leader_epoch
+            st.delivery_complete_count = v.delivery_complete_count
             st.overlay(v.state_batches)
             return True
 
@@ -299,7 +341,8 @@ class ShareStatePersister:
         if st.runs:
             sp.restore(st.start_offset, st.runs[-1][1] + 1, st.runs)
         self.written[key] = _Written(persisted_state(sp, as_written=True), st.snapshot_epoch, 0, st.create_timestamp,
-                                     st.snapshot_offset)
+                                     st.snapshot_offset, st.state_epoch, st.leader_epoch, st.delivery_complete_count)
+        self.leader_epochs[key] = st.leader_epoch
         # Kafka's SharePartition.maybeInitialize moves its cached start offset over the leading
         # finished records it read: its next write starts from there.
         sp.write_start_offset = sp.start_offset

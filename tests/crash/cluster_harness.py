@@ -35,29 +35,25 @@ dir is kept for inspection).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import queue
 import random
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 from kafka_sidecar.protocol.records import decode_batches
 from kafka_sidecar.server.cluster.placement import leader_of
 from kafka_sidecar.storage.failpoints import ARM_ENV
 from kafka_sidecar.storage.failpoints import ENV as CRASH_ENV
-from kafka_sidecar.storage.verify import problems, verify_partition
 
 from tests.conformance.wire import Wire
 from tests.crash.harness import (
@@ -68,13 +64,18 @@ from tests.crash.harness import (
     RETAIN,
     SERVER_OVERRIDES,
     Acked,
+    CrashStats,
     HarnessFailure,
     Ledger,
+    LifeTimer,
     _parse,
     _value,
+    book_acks,
     check_partition,
-    delete_records,
+    cli,
+    trim_partitions,
 )
+from tests.crash.harness import check_disk as harness_check_disk
 from tests.integration.test_bad_input import create_topic
 from tests.support import cluster_node_pids, sidecar_command
 
@@ -236,13 +237,7 @@ class ClusterLedger(Ledger):
 
 
 @dataclass
-class Stats:
-    iterations: int = 0
-    kills: Counter = field(default_factory=Counter)
-    acked: int = 0
-    records_checked: int = 0
-    segments_checked: int = 0
-    startup_crashes: int = 0
+class Stats(CrashStats):
     slowest_start_ms: float = 0.0
     slowest_node_restart_ms: float = 0.0
     txns: Counter = field(default_factory=Counter)
@@ -512,28 +507,19 @@ _ZERO_TAIL = re.compile(r"position (\d+): magic 0, not a v2 batch")
 
 
 def check_disk(node_dir: Path, strict: bool = False, attempts: int = 4) -> int:
-    """Every segment of the harness's topics in one node's dir passes the verifier (retried: the
-    live node may be swapping or deleting a segment while it is read). A node that was not
-    restarted still appends to its preallocated active segments: their zero tail (what
-    ``preallocate`` leaves after the last batch, cut at the next recovery or roll) is no problem
-    here, only in the strict check after a clean stop."""
-    last: list[str] = []
-    for attempt in range(attempts):
-        try:
-            reports = {d.name: verify_partition(d, strict=strict) for d in sorted(node_dir.glob("crash-*-[0-9]*")) if d.is_dir()}
-        except (FileNotFoundError, ValueError) as e:
-            last = [f"{type(e).__name__}: {e}"]
-        else:
-            if not strict:
-                for segments in reports.values():
-                    if segments:
-                        active = segments[-1]
-                        active.problems = [p for p in active.problems if not _zero_tail(active.log_path, p)]
-            last = problems(reports)
-            if not last:
-                return sum(len(v) for v in reports.values())
-        time.sleep(0.3 * (attempt + 1))
-    raise HarnessFailure(f"{node_dir.name}: segments fail verification:\n  " + "\n  ".join(last[:20]))
+    """Every segment of the harness's topics in one node's dir passes the verifier
+    (tests/crash/harness.py's check_disk). A node that was not restarted still appends to its
+    preallocated active segments: their zero tail (what ``preallocate`` leaves after the last
+    batch, cut at the next recovery or roll) is no problem here, only in the strict check after
+    a clean stop."""
+
+    def live_tails(reports: dict[str, list[Any]]) -> None:
+        for segments in reports.values():
+            if segments:
+                active = segments[-1]
+                active.problems = [p for p in active.problems if not _zero_tail(active.log_path, p)]
+
+    return harness_check_disk(node_dir, strict, attempts, where=f"{node_dir.name}: ", adjust=None if strict else live_tails)
 
 
 def _zero_tail(log_path: Path, problem: str) -> bool:
@@ -571,21 +557,7 @@ def _retrying(fn, attempts: int = 3):
 
 def trim_keep_topic(cluster: ClusterProcess, ledger: ClusterLedger, rng: random.Random, keep: int = 2000) -> None:
     """DeleteRecords on the keep topic, each partition at its leader (bounds the checks)."""
-    for p in range(TOPICS[KEEP][0]):
-        tp = (KEEP, p)
-        acked = ledger.acked[tp]
-        if not acked:
-            continue
-        target = max(acked) + 1 - keep - rng.randrange(500)
-        if target <= ledger.deleted_to.get(tp, 0):
-            continue
-        ledger.deleting_to[tp] = target
-        low = delete_records(cluster.port_of(leader_of(KEEP, p, NODES)), KEEP, p, target)
-        if low is not None:
-            if low != target:
-                raise HarnessFailure(f"DeleteRecords {KEEP}-{p} to {target} answered low watermark {low}")
-            ledger.deleting_to.pop(tp)
-            ledger.deleted_to[tp] = target
+    trim_partitions(lambda p: cluster.port_of(leader_of(KEEP, p, NODES)), TOPICS[KEEP][0], ledger, rng, keep)
 
 
 # ----------------------------------------------------------------------------- one life
@@ -638,28 +610,21 @@ def run_life(cluster: ClusterProcess, ledger: ClusterLedger, iteration: int, rng
     for w in workers:
         w.start()
     pad = rng.randint(20, 300)
-    started = time.monotonic()
-    from_first_ack = kill_after is not None and rng.random() < 0.75
-    first_ack_at: float | None = None
-    trim_at = rng.uniform(0.0, 1.0) if rng.random() < 0.5 else None
+    timer = LifeTimer(rng, kill_after)
     ended = "timer"
     seq = 0
     pids = cluster.node_pids()
     try:
         while True:
-            elapsed = time.monotonic() - started
-            if trim_at is not None and elapsed >= trim_at:
-                trim_at = None
+            elapsed = timer.elapsed()
+            if timer.trim_due(elapsed):
                 trim_keep_topic(cluster, ledger, rng)
             if kill_after is None:
                 pid = pids.get(node)
                 if pid is None or not Path(f"/proc/{pid}").exists() or _zombie(pid):
                     ended = "crash point"
                     break
-            if from_first_ack and first_ack_at is None and lock_free:
-                first_ack_at = time.monotonic()
-            base = first_ack_at if from_first_ack else started
-            if kill_after is not None and base is not None and time.monotonic() - base >= kill_after:
+            if timer.kill_due(bool(lock_free)):
                 break
             if elapsed > max_seconds:
                 if kill_after is None:
@@ -707,13 +672,7 @@ def run_life(cluster: ClusterProcess, ledger: ClusterLedger, iteration: int, rng
         for p in txn_producers.values():
             p.purge(in_queue=True, in_flight=True)
             p.flush(5)
-    acks = 0
-    for tp, a in lock_free:
-        book = ledger.acked[tp]
-        if a.offset in book:
-            raise HarnessFailure(f"{tp[0]}-{tp[1]}: offset {a.offset} acknowledged twice")
-        book[a.offset] = a
-        acks += 1
+    acks = book_acks(ledger, lock_free)
     for w in workers:
         if w.error is not None:
             raise HarnessFailure(f"{w.name}: {w.error!r}")
@@ -852,40 +811,18 @@ def _run(cluster: ClusterProcess, iterations: int, rng: random.Random, stats: St
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.crash.cluster_harness", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--iterations", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--data-dir", type=Path, default=None, help="default: a new temporary directory")
-    parser.add_argument("--keep", action="store_true", help="keep the data dir after a successful run")
-    parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
-    tmp = Path(tempfile.mkdtemp(prefix="kafka-sidecar-crash-cluster-"))
-    data_dir = args.data_dir or tmp / "data"
-    started = time.monotonic()
-    try:
-        stats = run(args.iterations, args.seed, data_dir, verbose=not args.quiet)
-    except HarnessFailure as e:
-        print(f"FAILED: {e}\ndata dir kept: {data_dir} (server log: {data_dir.parent / (data_dir.name + '.server.log')})", file=sys.stderr)
-        return 1
-    summary = {
-        "iterations_survived": stats.iterations,
-        "seed": args.seed,
-        "kills": dict(sorted(stats.kills.items())),
-        "startup_crashes": stats.startup_crashes,
-        "records_acknowledged": stats.acked,
-        "records_checked": stats.records_checked,
-        "transactions": dict(sorted(stats.txns.items())),
-        "transactional_records_checked": stats.txn_records_checked,
-        "offset_commits_checked": stats.commits_checked,
-        "segments_verified": stats.segments_checked,
-        "slowest_cluster_start_ms": round(stats.slowest_start_ms),
-        "slowest_node_restart_ms": round(stats.slowest_node_restart_ms),
-        "seconds": round(time.monotonic() - started, 1),
-    }
-    print(json.dumps(summary, indent=1))
-    if not args.keep and args.data_dir is None:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+    def summary(stats: Stats) -> dict[str, Any]:
+        return {
+            "transactions": dict(sorted(stats.txns.items())),
+            "transactional_records_checked": stats.txn_records_checked,
+            "offset_commits_checked": stats.commits_checked,
+            "segments_verified": stats.segments_checked,
+            "slowest_cluster_start_ms": round(stats.slowest_start_ms),
+            "slowest_node_restart_ms": round(stats.slowest_node_restart_ms),
+        }
+
+    return cli(argv, "python -m tests.crash.cluster_harness", __doc__ or "", "kafka-sidecar-crash-cluster-",
+               lambda n, seed, data_dir, verbose: run(n, seed, data_dir, verbose=verbose), summary, (HarnessFailure,))
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,13 +141,19 @@ class Ledger:
 
 
 @dataclass
-class Stats:
+class CrashStats:
+    """What every crash harness counts (this one's Stats, the cluster harness's)."""
+
     iterations: int = 0
     kills: Counter = field(default_factory=Counter)
     acked: int = 0
     records_checked: int = 0
     segments_checked: int = 0
     startup_crashes: int = 0
+
+
+@dataclass
+class Stats(CrashStats):
     recovery_ms_max: float = 0.0
     share_deliveries: int = 0
     share_redeliveries: int = 0
@@ -265,9 +272,11 @@ def check_partition(port: int, topic: str, partition: int, ledger: Ledger) -> in
     return len(records)
 
 
-def check_disk(data_dir: Path, strict: bool = False, attempts: int = 4) -> int:
+def check_disk(data_dir: Path, strict: bool = False, attempts: int = 4, *, where: str = "",
+               adjust: Callable[[dict[str, list[Any]]], None] | None = None) -> int:
     """Every segment of the harness's topics passes the verifier (retried: the live server
-    may be swapping or deleting a segment while it is read)."""
+    may be swapping or deleting a segment while it is read); ``adjust`` may drop problems of the
+    reports first (the cluster harness's live nodes' zero tails); ``where`` prefixes the failure."""
     last: list[str] = []
     for attempt in range(attempts):
         try:
@@ -277,11 +286,13 @@ def check_disk(data_dir: Path, strict: bool = False, attempts: int = 4) -> int:
         except (FileNotFoundError, ValueError) as e:
             last = [f"{type(e).__name__}: {e}"]
         else:
+            if adjust is not None:
+                adjust(reports)
             last = problems(reports)
             if not last:
                 return sum(len(v) for v in reports.values())
         time.sleep(0.3 * (attempt + 1))
-    raise HarnessFailure("segments fail verification:\n  " + "\n  ".join(last[:20]))
+    raise HarnessFailure(f"{where}segments fail verification:\n  " + "\n  ".join(last[:20]))
 
 
 def check_all(server: SidecarProcess, ledger: Ledger, stats: Stats) -> None:
@@ -314,7 +325,14 @@ def delete_records(port: int, topic: str, partition: int, offset: int) -> int | 
 
 def trim_keep_topic(port: int, ledger: Ledger, rng: random.Random, keep: int = 2500) -> None:
     """DeleteRecords on the keep topic, so the check stays bounded (and the start checkpoint is exercised)."""
-    for p in range(TOPICS[KEEP][0]):
+    trim_partitions(lambda _p: port, TOPICS[KEEP][0], ledger, rng, keep)
+
+
+def trim_partitions(port_of: Callable[[int], int], partitions: int, ledger: Ledger, rng: random.Random, keep: int) -> None:
+    """DeleteRecords on each partition of the keep topic at ``port_of(partition)`` (its leader),
+    to ``keep`` (less up to 500) below its last acknowledged offset; the ledger notes the new
+    log start, or the one asked if no answer came (the check accepts either)."""
+    for p in range(partitions):
         tp = (KEEP, p)
         acked = ledger.acked[tp]
         if not acked:
@@ -323,7 +341,7 @@ def trim_keep_topic(port: int, ledger: Ledger, rng: random.Random, keep: int = 2
         if target <= ledger.deleted_to.get(tp, 0):
             continue
         ledger.deleting_to[tp] = target
-        low = delete_records(port, KEEP, p, target)
+        low = delete_records(port_of(p), KEEP, p, target)
         if low is not None:
             if low != target:
                 raise HarnessFailure(f"DeleteRecords {KEEP}-{p} to {target} answered low watermark {low}")
@@ -332,6 +350,46 @@ def trim_keep_topic(port: int, ledger: Ledger, rng: random.Random, keep: int = 2
 
 
 # -------------------------------------------------------------------------- producing
+
+
+class LifeTimer:
+    """When a server's life (one iteration's producing) ends by the timer, and when the keep
+    topic is trimmed in it. The kill timer mostly counts from the first acknowledgement (clients
+    take a moment to connect); half the lives trim once, within their first second."""
+
+    def __init__(self, rng: random.Random, kill_after: float | None) -> None:
+        self.started = time.monotonic()
+        self.kill_after = kill_after
+        self.from_first_ack = kill_after is not None and rng.random() < 0.75
+        self.first_ack_at: float | None = None
+        self.trim_at = rng.uniform(0.0, 1.0) if rng.random() < 0.5 else None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def trim_due(self, elapsed: float) -> bool:
+        """True once, when the trim's time has come."""
+        if self.trim_at is not None and elapsed >= self.trim_at:
+            self.trim_at = None
+            return True
+        return False
+
+    def kill_due(self, acknowledged: bool) -> bool:
+        """Whether the kill timer ran out (``acknowledged``: a record was acknowledged yet)."""
+        if self.from_first_ack and self.first_ack_at is None and acknowledged:
+            self.first_ack_at = time.monotonic()
+        base = self.first_ack_at if self.from_first_ack else self.started
+        return self.kill_after is not None and base is not None and time.monotonic() - base >= self.kill_after
+
+
+def book_acks(ledger: Ledger, acks: list[tuple[tuple[str, int], Acked]]) -> int:
+    """The life's acknowledged records into the ledger (an offset acknowledged twice fails); how many."""
+    for tp, a in acks:
+        book = ledger.acked[tp]
+        if a.offset in book:
+            raise HarnessFailure(f"{tp[0]}-{tp[1]}: offset {a.offset} acknowledged twice")
+        book[a.offset] = a
+    return len(acks)
 
 
 def _producer(server: SidecarProcess, idempotent: bool) -> Producer:
@@ -364,7 +422,6 @@ def produce_until_dead(server: SidecarProcess, ledger: Ledger, iteration: int, r
     """Produce to every topic until the server dies (crash point) or ``kill_after`` seconds pass
     (then SIGKILL), a share consumer acknowledging as it goes. Returns (records acknowledged,
     whether the server died by itself)."""
-    acks = 0
     died = False
     lock_free: list[tuple[tuple[str, int], Acked]] = []
 
@@ -378,25 +435,17 @@ def produce_until_dead(server: SidecarProcess, ledger: Ledger, iteration: int, r
     other_producer = _producer(server, idempotent=False)
     consumer = None if share is None else _share_consumer(server, ledger, share)
     pad = rng.randint(20, 300)
-    started = time.monotonic()
-    # Mostly count the timer from the first acknowledgement (clients take a moment to connect).
-    from_first_ack = kill_after is not None and rng.random() < 0.75
-    first_ack_at: float | None = None
-    trim_at = rng.uniform(0.0, 1.0) if rng.random() < 0.5 else None
+    timer = LifeTimer(rng, kill_after)
     seq = 0
     try:
         while True:
-            elapsed = time.monotonic() - started
-            if trim_at is not None and elapsed >= trim_at:
-                trim_at = None
+            elapsed = timer.elapsed()
+            if timer.trim_due(elapsed):
                 trim_keep_topic(server.port, ledger, rng)  # may be cut short by the crash
             if server.proc is not None and server.proc.poll() is not None:
                 died = True  # at its crash point
                 break
-            if from_first_ack and first_ack_at is None and lock_free:
-                first_ack_at = time.monotonic()
-            timer_base = first_ack_at if from_first_ack else started
-            if kill_after is not None and timer_base is not None and time.monotonic() - timer_base >= kill_after:
+            if timer.kill_due(bool(lock_free)):
                 server.kill()
                 break
             if elapsed > max_seconds:
@@ -424,13 +473,7 @@ def produce_until_dead(server: SidecarProcess, ledger: Ledger, iteration: int, r
             # Nothing may reach the restarted server: drop what is queued or in flight.
             p.purge(in_queue=True, in_flight=True)
             p.flush(10)
-    for tp, a in lock_free:
-        book = ledger.acked[tp]
-        if a.offset in book:
-            raise HarnessFailure(f"{tp[0]}-{tp[1]}: offset {a.offset} acknowledged twice")
-        book[a.offset] = a
-        acks += 1
-    return acks, died
+    return book_acks(ledger, lock_free), died
 
 
 # ------------------------------------------------------------------------------ main
@@ -520,40 +563,53 @@ def run(iterations: int, seed: int, data_dir: Path, verbose: bool = True) -> Sta
     return stats
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.crash.harness", description=__doc__.split("\n\n")[0])
+def cli(argv: list[str] | None, prog: str, doc: str, tmp_prefix: str, run_fn: Callable[[int, int, Path, bool], Any],
+        summary: Callable[[Any], dict[str, Any]], failures: tuple[type[BaseException], ...]) -> int:
+    """A crash harness's command line: ``run_fn(iterations, seed, data dir, verbose)``, then a
+    JSON summary (``summary(stats)`` between the common head and the time taken); exits 1 on a
+    failure (one of ``failures``), keeping the data dir."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--data-dir", type=Path, default=None, help="default: a new temporary directory")
     parser.add_argument("--keep", action="store_true", help="keep the data dir after a successful run")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
-    tmp = Path(tempfile.mkdtemp(prefix="kafka-sidecar-crash-"))
+    tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix))
     data_dir = args.data_dir or tmp / "data"
     started = time.monotonic()
     try:
-        stats = run(args.iterations, args.seed, data_dir, verbose=not args.quiet)
-    except (HarnessFailure, ShareFailure) as e:
+        stats = run_fn(args.iterations, args.seed, data_dir, not args.quiet)
+    except failures as e:
         print(f"FAILED: {e}\ndata dir kept: {data_dir} (server log: {data_dir.parent / (data_dir.name + '.server.log')})", file=sys.stderr)
         return 1
-    summary = {
+    print(json.dumps({
         "iterations_survived": stats.iterations,
         "seed": args.seed,
         "kills": dict(sorted(stats.kills.items())),
         "startup_crashes": stats.startup_crashes,
         "records_acknowledged": stats.acked,
         "records_checked": stats.records_checked,
-        "segments_verified": stats.segments_checked,
-        "share_deliveries": stats.share_deliveries,
-        "share_redeliveries": stats.share_redeliveries,
-        "share_acknowledged": stats.share_acknowledged,
-        "slowest_start_ms": round(stats.recovery_ms_max),
+        **summary(stats),
         "seconds": round(time.monotonic() - started, 1),
-    }
-    print(json.dumps(summary, indent=1))
+    }, indent=1))
     if not args.keep and args.data_dir is None:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    def summary(stats: Stats) -> dict[str, Any]:
+        return {
+            "segments_verified": stats.segments_checked,
+            "share_deliveries": stats.share_deliveries,
+            "share_redeliveries": stats.share_redeliveries,
+            "share_acknowledged": stats.share_acknowledged,
+            "slowest_start_ms": round(stats.recovery_ms_max),
+        }
+
+    return cli(argv, "python -m tests.crash.harness", __doc__ or "", "kafka-sidecar-crash-",
+               lambda n, seed, data_dir, verbose: run(n, seed, data_dir, verbose=verbose), summary, (HarnessFailure, ShareFailure))
 
 
 if __name__ == "__main__":
