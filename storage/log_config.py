@@ -343,23 +343,15 @@ class LogConfig:
         self.flush_ms: int = values["flush.ms"]
         self.file_delete_delay_ms: int = values["file.delete.delay.ms"]
         self.preallocate: bool = values["preallocate"]
+        # Read on every append: computed once (a LogConfig is never changed, a new one replaces it).
+        policies = self.cleanup_policy.split(",")
+        self.compact: bool = "compact" in policies
+        self.delete: bool = "delete" in policies
+        # How long a segment may stay active (Kafka's LogConfig.maxSegmentMs): segment.ms, or
+        # max.compaction.lag.ms when smaller on a compacted topic, so the lag guarantee holds.
+        max_lag = values["max.compaction.lag.ms"]
+        self.max_segment_ms: int = min(max_lag, self.segment_ms) if self.compact and max_lag > 0 else self.segment_ms
 
-    @property
-    def compact(self) -> bool:
-        return "compact" in self.cleanup_policy.split(",")
-
-    @property
-    def max_segment_ms(self) -> int:
-        """How long a segment may stay active (Kafka's LogConfig.maxSegmentMs): segment.ms, or
-        max.compaction.lag.ms when smaller on a compacted topic, so the lag guarantee holds."""
-        max_lag = self.values["max.compaction.lag.ms"]
-        if self.compact and max_lag > 0:
-            return min(max_lag, self.segment_ms)
-        return self.segment_ms
-
-    @property
-    def delete(self) -> bool:
-        return "delete" in self.cleanup_policy.split(",")
 
     @property
     def log_append_time(self) -> bool:
