@@ -179,9 +179,11 @@ def translate(pattern: str) -> str:
                 out.append("(?P<")
                 i += 3
             else:
+                # RE2J's parsePerlFlags: flags may be empty ("(?:" is a plain non-capturing
+                # group, "(?)" does nothing), but a "-" must be followed by at least one flag.
                 m = _FLAGS.match(pattern, i)
-                if m is None or not (m.group(1) or m.group(2)):
-                    raise Re2jSyntaxError(f"missing argument to repetition operator or bad flags at {i}")
+                if m is None or m.group(2) == "":
+                    raise Re2jSyntaxError(f"invalid or unsupported Perl syntax at {i}")
                 on, off = m.group(1), m.group(2) or ""
                 if "U" in on and i == 0 and m.group(3) == ")" and not off:
                     ungreedy = True
@@ -189,7 +191,9 @@ def translate(pattern: str) -> str:
                 elif "U" in on + off:
                     raise Re2jSyntaxError(f"the U flag is supported only at the start, at {i}")
                 flags = f"(?{on}" + (f"-{off}" if off else "")
-                if m.group(3) == ":":
+                if m.group(3) == ")" and not on and not off:
+                    pass  # "(?)": no flags to set
+                elif m.group(3) == ":":
                     scoped.append([])
                     out.append(flags + ":")
                 elif i == 0 and not off:

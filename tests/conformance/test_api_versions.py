@@ -272,6 +272,9 @@ def scenario_list_transactions_v2(ctx: Ctx) -> dict[str, Any]:
         "re2_quote": f"\\Q{abc}\\E", "re2_mid_flags": f"cf-list-transactions-v2-(?i)ABC-{run}",
         "re2_posix": f"cf-[[:alnum:]-]+-abc-{run}", "re2_end_of_text": f"{other}\\z",
         "re2_lookahead": f"(?={abc}).*", "re2_possessive": f"{abc}.++", "re2_backreference": f"({abc})\\1",
+        # non-capturing groups and empty flags (franz-go's regex consumers send .*(?:(?:a)|(?:b)).*)
+        "re2_non_capturing": f".*(?:(?:{abc})|(?:{other})).*", "re2_empty_flags": f"(?){abc}",
+        "re2_dangling_minus": f"(?-){abc}",
     }
     obs: dict[str, Any] = {}
     for name, pattern in patterns.items():
@@ -296,6 +299,9 @@ def test_list_transactions_v2(conform):
     assert obs["re2_quote"] == obs["re2_mid_flags"] == obs["re2_posix"] == [0, ["<abc>"]]
     assert obs["re2_end_of_text"] == [0, ["<other>"]]
     assert obs["re2_lookahead"] == obs["re2_possessive"] == obs["re2_backreference"] == [INVALID_REGULAR_EXPRESSION, []]
+    assert obs["re2_non_capturing"] == [0, ["<abc>", "<other>"]]
+    assert obs["re2_empty_flags"] == [0, ["<abc>"]]
+    assert obs["re2_dangling_minus"] == [INVALID_REGULAR_EXPRESSION, []]
 
 
 # --------------------------------------------------------------------------- JoinGroup v0-1

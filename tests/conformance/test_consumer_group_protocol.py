@@ -151,11 +151,15 @@ def test_consumer_group_protocol(conform):
 def scenario_regex_matches_internal_topics(ctx: Ctx) -> dict[str, Any]:
     """A KIP-848 regex subscription resolves against every topic, internal ones included (Kafka
     4.3.1's TopicRegexResolver does not skip them; franz-go's Test848RegexBrokerResolves relies on
-    ``__consumer_offsets`` being assigned). Topic names only: partition counts differ by config."""
+    ``__consumer_offsets`` being assigned), with the regex in the form franz-go sends (non-capturing
+    groups, which RE2J accepts). Topic names only: partition counts differ by config."""
     w = ctx.wire()
     t, group = ctx.topic("t"), ctx.group("g")
     w.create_topic(t, partitions=2)
     member, epoch = str(uuid.uuid4()), 0
+    # franz-go's form for ConsumeRegex with ConsumeTopics("__consumer_offsets", t): non-capturing
+    # groups wrapped in .* (RE2J matches the whole name; Go's MatchString anywhere)
+    regex = f".*(?:(?:__consumer_offsets)|(?:{t})).*"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:  # __consumer_offsets exists once the group's coordinator is found
         fc = w.call(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"][0]
@@ -169,7 +173,7 @@ def scenario_regex_matches_internal_topics(ctx: Ctx) -> dict[str, Any]:
         r = w.call(HEARTBEAT, 1, {
             "group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": None, "rack_id": None,
             "rebalance_timeout": 30_000 if epoch == 0 else -1, "server_assignor": None,
-            "subscribed_topic_names": None, "subscribed_topic_regex": f"(__consumer_offsets|{t})" if epoch == 0 else None,
+            "subscribed_topic_names": None, "subscribed_topic_regex": regex if epoch == 0 else None,
             "topic_partitions": owned})
         if r["error_code"] in (14, 15, 16):  # the coordinator still loading
             time.sleep(0.2)

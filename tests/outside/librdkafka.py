@@ -1,7 +1,9 @@
 """librdkafka's own test harness (``tests/``: test.c, the 0nnn-*.c/.cpp tests, ``test-runner``),
 from Debian's librdkafka source package, the one registry this machine reaches that carries it
 (PyPI's confluent-kafka sdist has only the Python binding; the Go, npm, Maven and crates
-registries have none).
+registries have none), or from a librdkafka source tree the user gives (``prepare(source=...)``,
+``--librdkafka-source``: a git checkout of upstream, for tests newer than any registry's release,
+such as the share-consumer tests 0170-0190 that librdkafka 2.14.2 lacks).
 
 - ``prepare()``: ``apt-get source --download-only librdkafka`` from Debian ``LIBRDKAFKA_SUITE``
   (default ``sid``: bookworm's 2.0.2 predates the KIP-848 and newer tests) with an apt
@@ -10,6 +12,9 @@ registries have none).
   upstream tree (without Debian's build patches), the codecs' -dev packages when missing and
   apt-get can install them, then ``./configure`` (no dependency download) and ``make`` of the libraries and
   ``tests/test-runner``, built once per version;
+- ``prepare(source=DIR)``: the tree is copied (without ``.git``) under
+  ``.cache/outside/librdkafka/source-<version>-<hash of its path>`` and built there the same way,
+  once (the checkout itself is left untouched);
 - ``selected_tests()``: the 0000-0999 series of ``tests/test.c`` (what librdkafka's ``make`` runs)
   less the tests flagged ``TEST_F_LOCAL`` (no broker: mock cluster, config, unit tests),
   ``TEST_F_MANUAL`` and ``TEST_F_KNOWN_ISSUE``;
@@ -20,6 +25,7 @@ registries have none).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -44,8 +50,9 @@ _ENTRY = re.compile(r"_TEST\(\s*(\d{4})_(\w+)\s*,\s*([^,)]*)")
 
 @dataclass
 class Build:
-    version: str  # Debian's, e.g. 2.14.2-1
+    version: str  # Debian's, e.g. 2.14.2-1, or a source tree's rdkafka.h version, e.g. 2.15.0
     root: Path  # the unpacked source tree
+    origin: str = "Debian source package"
 
     @property
     def tests_dir(self) -> Path:
@@ -99,8 +106,53 @@ def _install_build_deps(log) -> None:
         log(f"librdkafka: could not install {' '.join(missing)}: built without them")
 
 
-def prepare(log=print) -> Build:
-    """Download, unpack and build librdkafka and its test-runner (once per Debian version)."""
+def _build(root: Path, log) -> None:
+    """``./configure && make`` of the libraries and tests/test-runner in ``root`` (bounded)."""
+    _install_build_deps(log)
+    jobs = str(min(2, os.cpu_count() or 1))
+    _run(["./configure", "--disable-curl", "--disable-gssapi"], root, 900, "./configure")
+    _run(["make", "-j", jobs, "libs"], root, 3600, "make libs")
+    _run(["make", "-j", jobs, "-C", "tests", "build"], root, 3600, "make -C tests build")
+    if not (root / "tests" / "test-runner").is_file():
+        raise RuntimeError(f"no tests/test-runner after the build in {root}")
+
+
+def source_version(source: Path) -> str:
+    """A librdkafka tree's version from ``src/rdkafka.h``'s RD_KAFKA_VERSION (0xMMmmrrpp)."""
+    header = source / "src" / "rdkafka.h"
+    m = re.search(r"^#define RD_KAFKA_VERSION\s+0x([0-9a-fA-F]{8})", header.read_text(), re.M) if header.is_file() else None
+    if m is None:
+        raise RuntimeError(f"{source} is not a librdkafka source tree (no RD_KAFKA_VERSION in src/rdkafka.h)")
+    v = int(m.group(1), 16)
+    return f"{v >> 24}.{(v >> 16) & 0xFF}.{(v >> 8) & 0xFF}"
+
+
+def prepare_source(source: Path, log=print) -> Build:
+    """Build librdkafka's tests from the source tree ``source`` (a copy of it, once per tree)."""
+    source = source.resolve()
+    version = source_version(source)
+    if not (source / "tests" / "test.c").is_file():
+        raise RuntimeError(f"{source} has no tests/test.c: librdkafka's test sources are needed")
+    origin = f"source tree {source}"
+    tag = hashlib.sha1(str(source).encode()).hexdigest()[:8]
+    root = CACHE / f"source-{version}-{tag}"
+    if (root / ".built").is_file() and (root / "tests" / "test-runner").is_file():
+        return Build(version, root, origin)
+    shutil.rmtree(root, ignore_errors=True)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    log(f"librdkafka {version}: copying {source} to {root}")
+    shutil.copytree(source, root, ignore=shutil.ignore_patterns(".git"), symlinks=True)
+    log(f"librdkafka {version}: ./configure && make (libraries and tests/test-runner)")
+    _build(root, log)
+    (root / ".built").write_text(f"{version} {source}\n")
+    return Build(version, root, origin)
+
+
+def prepare(log=print, source: Path | None = None) -> Build:
+    """Download, unpack and build librdkafka and its test-runner (once per Debian version), or
+    build the given source tree's (``source``)."""
+    if source is not None:
+        return prepare_source(source, log)
     CACHE.mkdir(parents=True, exist_ok=True)
     done_marker = CACHE / "built"
     if done_marker.is_file():
@@ -123,14 +175,8 @@ def prepare(log=print) -> Build:
     # Upstream's tree as released (Debian's patches make the build use system nanopb/cJSON and
     # regenerated OpenTelemetry headers; upstream's vendored copies need nothing more).
     _run(["dpkg-source", "--no-check", "--skip-patches", "-x", dsc.name, root.name], src, 600, "dpkg-source -x")
-    _install_build_deps(log)
     log(f"librdkafka {version}: ./configure && make (libraries and tests/test-runner)")
-    jobs = str(min(2, os.cpu_count() or 1))
-    _run(["./configure", "--disable-curl", "--disable-gssapi"], root, 600, "./configure")
-    _run(["make", "-j", jobs, "libs"], root, 3600, "make libs")
-    _run(["make", "-j", jobs, "-C", "tests", "build"], root, 3600, "make -C tests build")
-    if not (root / "tests" / "test-runner").is_file():
-        raise RuntimeError(f"no tests/test-runner after the build in {root}")
+    _build(root, log)
     done_marker.write_text(f"{version} {root}\n")
     return Build(version, root)
 
@@ -142,23 +188,31 @@ def test_entries(build: Build) -> list[tuple[str, str, str]]:
     return [(m.group(1), m.group(2), m.group(3).strip()) for m in _ENTRY.finditer(table)]
 
 
+def _selected(flags: str, number: str) -> bool:
+    return int(number) < 1000 and not any(f in flags for f in ("TEST_F_LOCAL", "TEST_F_MANUAL", "TEST_F_KNOWN_ISSUE"))
+
+
 def selected_tests(build: Build) -> list[str]:
-    """The 0nnn tests that need a broker and run unattended (see the module docstring)."""
-    out = []
-    for number, _name, flags in test_entries(build):
-        if int(number) >= 1000 or any(f in flags for f in ("TEST_F_LOCAL", "TEST_F_MANUAL", "TEST_F_KNOWN_ISSUE")):
-            continue
-        out.append(number)
-    return out
+    """The 0nnn tests that need a broker and run unattended (see the module docstring); a number
+    once even when two tests share it (upstream's 0173-0184 have a ``_local`` twin)."""
+    return list(dict.fromkeys(number for number, _name, flags in test_entries(build) if _selected(flags, number)))
 
 
-def _verdict(number: str, output: str, code: int | None) -> tuple[str, str]:
-    """(status, detail) from test-runner's report of one test."""
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_STATES = ("FAILED", "RUNNING", "DNS", "SKIPPED", "PASSED")  # the worst one decides
+
+
+def _verdict(number: str, output: str, code: int | None, names: list[str] | None = None) -> tuple[str, str]:
+    """(status, detail) from test-runner's report of one test number; ``names``: the selected
+    tests of that number (``TESTS=0176`` also reports its ``_local`` twin, skipped by ``-L``)."""
+    output = _ANSI.sub("", output)
     if code is None:
         return "timeout", _fail_lines(output)
-    # The summary table: "| 0001_multiobj   | PASSED | 1.234s |" (SKIPPED, FAILED likewise).
-    m = re.search(rf"\|\s*{number}_\w+\s*\|\s*(\w+)\s*\|[^\n]*", output)
-    state = m.group(1) if m else ""
+    # The summary table (in colour, codes removed): "| 0001_multiobj   |     PASSED |   1.234s |".
+    rows = re.findall(rf"^\|\s*({number}_\w+)\s*\|\s*(\w+)\s*\|", output, re.M)
+    wanted = None if names is None else {f"{number}_{n}" for n in names}
+    states = [state for name, state in rows if wanted is None or name in wanted]
+    state = min(states, key=lambda st: _STATES.index(st) if st in _STATES else -1) if states else ""
     if state == "PASSED" and code == 0:
         return "pass", ""
     if state == "SKIPPED":
@@ -190,5 +244,6 @@ def run_test(build: Build, number: str, bootstrap: str, timeout: float, log_path
             os.killpg(proc.pid, 9)
             proc.wait()
             code = None
-    status, detail = _verdict(number, shorten_log(log_path), code)
+    names = [name for n, name, flags in test_entries(build) if n == number and _selected(flags, n)]
+    status, detail = _verdict(number, shorten_log(log_path), code, names)
     return TestResult(number, status, round(time.monotonic() - t0, 1), detail, str(log_path))

@@ -2,12 +2,14 @@
 
     python -m tests.outside.run --suite franz --broker both
     python -m tests.outside.run --suite librdkafka --broker ours --tests 0001,0004
+    python -m tests.outside.run --suite librdkafka --librdkafka-source ~/src/librdkafka --tests 0176
     python -m tests.outside.run --suite franz --tests TestGroupETL --records 100000
 
 Each test runs in its own process against a broker started for the suite (a fresh one after a
 broker that died), bounded by ``--timeout`` seconds. Logs go to ``.cache/outside/runs/<stamp>/``,
 the results to ``.cache/outside/results-<suite>.json`` (``results-franz-records<N>.json`` with
-``--records``), what the README's tables are made from.
+``--records``, ``results-librdkafka-source-<version>.json`` with ``--librdkafka-source``), what
+the README's tables are made from.
 Exit status 1 when a test passes on the reference and not on ours, 2 when the harness failed.
 """
 
@@ -62,13 +64,14 @@ class FranzSuite:
 class LibrdkafkaSuite:
     name = "librdkafka"
 
-    def __init__(self) -> None:
+    def __init__(self, source: Path | None = None) -> None:
+        self.source = source
         self.build = None
 
     def prepare(self) -> None:
         from tests.outside import librdkafka
 
-        self.build = librdkafka.prepare(log=_log)
+        self.build = librdkafka.prepare(log=_log, source=self.source)
 
     def tests(self) -> list[str]:
         from tests.outside import librdkafka
@@ -77,7 +80,7 @@ class LibrdkafkaSuite:
 
     def describe(self) -> str:
         assert self.build is not None
-        return f"librdkafka {self.build.version} tests/ (Debian source package), full mode"
+        return f"librdkafka {self.build.version} tests/ ({self.build.origin}), full mode"
 
     def run(self, name: str, broker: RunningBroker, timeout: float, log_path: Path) -> TestResult:
         from tests.outside import librdkafka
@@ -160,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tests", default="", help="comma-separated names from the suite's selection (default: all of it)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per test (franz 600, librdkafka 600)")
     p.add_argument("--records", type=int, default=None, help="franz-go KGO_TEST_RECORDS (default: the suite's 500000)")
+    p.add_argument("--librdkafka-source", type=Path, default=None, metavar="DIR",
+                   help="build librdkafka's tests from this source tree (e.g. a git checkout) instead of Debian's package")
     p.add_argument("--report", action="store_true", help="print the last results (.cache/outside/results-*.json) and exit")
     args = p.parse_args(argv)
     if args.report:
@@ -171,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.suite in ("franz", "all"):
         suites.append(FranzSuite(args.records))
     if args.suite in ("librdkafka", "all"):
-        suites.append(LibrdkafkaSuite())
+        suites.append(LibrdkafkaSuite(args.librdkafka_source))
     work = CACHE / "runs" / time.strftime("%Y%m%d-%H%M%S")
     regressions = 0
     for suite in suites:
@@ -189,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
             regressions += len(worse)
             print(f"pass on the reference, not on ours: {', '.join(worse) or 'none'}")
         tag = f"-records{args.records}" if args.records and suite.name == "franz" else ""
+        if suite.name == "librdkafka" and suite.source is not None:  # kept apart from the Debian release's
+            tag = f"-source-{suite.build.version}"
         out = CACHE / f"results-{suite.name}{tag}.json"
         _merge_results(out, suite.describe(), work, by_broker)
         print(f"results: {out}; logs: {work / suite.name}")

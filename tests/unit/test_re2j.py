@@ -40,10 +40,16 @@ MATCHES = {
     "[\\w-]+": ["txn-abc", "txn-abcd", "other", "Txn-ABC"],
     "txn-[[:lower:]]{3}": ["txn-abc"],
     "[^[:space:]]+": ["txn-abc", "txn-abcd", "other", "Txn-ABC"],
+    # Non-capturing groups, as franz-go's KIP-848 regex consumer sends them: .*(?:(?:a)|(?:b)).*
+    "(?:txn)-abc": ["txn-abc"],
+    ".*(?:(?:-abcd)|(?:other)).*": ["txn-abcd", "other"],
+    "(?:)txn-abc": ["txn-abc"],
+    "txn(?)-abc": ["txn-abc"],
 }
 
 INVALID = ["(?=t).*", "(t)\\1.*", "(?<!x)txn.*", "a++", "a*+", "(?>a)", "\\Z", "x{2,1}", "x{1001}", "(?x)txn",
-           "(?#c)txn.*", "(?a)txn.*", "a**", "[a-", "\\C", "[[:nope:]]", "(a", "a)"]
+           "(?#c)txn.*", "(?a)txn.*", "a**", "[a-", "\\C", "[[:nope:]]", "(a", "a)",
+           "(?-)txn", "(?-:t)xn", "(?i-:t)xn", "(?ii-)txn"]
 
 
 @pytest.mark.parametrize("pattern", sorted(MATCHES))
@@ -64,3 +70,5 @@ def test_translations() -> None:
     assert translate("(?U)a+?b*") == "a+b*?"
     assert translate("x[a[:^digit:]]") == "x(?:[a]|[^0-9])"
     assert translate("\\Qa.b\\E+") == "a\\.b+"
+    assert translate("(?:a)|(?:b)") == "(?:a)|(?:b)"
+    assert translate("a(?)b") == "ab"
