@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -39,12 +38,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.connections import PRODUCE, produce_load
+from bench.connections import PRODUCE, _Frames, produce_load
 from bench.run import Sidecar, free_port, log, machine_info
 
 REPO = Path(__file__).resolve().parents[1]
 KINDS = ("floor", "floor + write", "floor + write + task", "ours")
-_SIZE = struct.Struct(">i")
 
 
 def produce_answer(frame: bytes) -> bytes:
@@ -65,24 +63,24 @@ def produce_answer(frame: bytes) -> bytes:
     return framed_response(header.correlation_id, True, body)
 
 
-class FloorConnection(asyncio.Protocol):
-    """Frames in, the cached answer out (and, with a log file, the frame written to it).
+class FloorConnection(_Frames):
+    """Frames in (``bench.connections``' frame splitting), the cached answer out (and, with a
+    log file, the frame written to it).
 
     With ``task``, each frame is answered by a task per connection woken through a future, as
-    ``Connection.serve`` is by ``ChannelReader``: the difference is asyncio's task switch."""
+    ``Connection.serve`` was by ``ChannelReader``: the difference is asyncio's task switch."""
 
     answers: dict[bytes, bytes] = {}
 
     def __init__(self, log_fd: int | None, task: bool = False) -> None:
+        super().__init__()
         self.log_fd = log_fd
-        self.buf = bytearray()
-        self.transport: asyncio.Transport | None = None
         self.task = task
         self.frames: list[bytes] = []
         self.waiter: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        super().connection_made(transport)
         if self.task:
             asyncio.get_running_loop().create_task(self.serve())
 
@@ -95,6 +93,15 @@ class FloorConnection(asyncio.Protocol):
                 self.waiter = None
             self.answer(self.frames.pop(0))
 
+    def answered(self, payload: bytes) -> None:
+        """A whole request frame (the name is the client side's: here it is what arrived)."""
+        if not self.task:
+            self.answer(payload)
+            return
+        self.frames.append(payload)
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
     def answer(self, frame: bytes) -> None:
         answer = self.answers.get(frame)
         if answer is None:
@@ -103,22 +110,6 @@ class FloorConnection(asyncio.Protocol):
             os.write(self.log_fd, frame)
         assert self.transport is not None
         self.transport.write(answer)
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        while len(buf) >= 4:
-            (size,) = _SIZE.unpack_from(buf, 0)
-            if len(buf) < 4 + size:
-                return
-            frame = bytes(buf[4: 4 + size])
-            del buf[: 4 + size]
-            if not self.task:
-                self.answer(frame)
-                continue
-            self.frames.append(frame)
-            if self.waiter is not None and not self.waiter.done():
-                self.waiter.set_result(None)
 
 
 def serve(port: int, log_path: str | None, task: bool) -> None:
