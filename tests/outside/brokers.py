@@ -8,7 +8,8 @@ Each has two loopback listeners on free ports: PLAINTEXT (``bootstrap``) and SAS
 (``sasl_bootstrap``) with SCRAM-SHA-256 and the user ``SCRAM_USER`` (on Kafka made by
 ``kafka-configs.sh`` after start, on kafka-sidecar by its JAAS ``user_<name>`` convenience); the reference's SASL listener also offers OAUTHBEARER with
 Kafka's default (unsecured-token) validator, which kafka-sidecar does not implement.
-Both get ``OVERRIDES`` (what the conformance suite uses plus no rebalance delay). Automatic topic
+Both get ``OVERRIDES`` (what the conformance suite uses plus no rebalance delay and, as
+librdkafka's CI, ``group.share.min.record.lock.duration.ms=1000``). Automatic topic
 creation and share groups are on by default in both (``share.version`` finalized at 1).
 """
 
@@ -31,7 +32,10 @@ from tests.support import SidecarProcess, sidecar_command
 OURS, REFERENCE = "ours", "reference"
 BROKERS = (OURS, REFERENCE)
 
-OVERRIDES: dict[str, str] = {**BROKER_OVERRIDES, "group.initial.rebalance.delay.ms": "0"}
+# librdkafka's CI broker (tests/cluster_testing.py, .semaphore) lowers the share-lock floor so its
+# share-consumer tests (0173...) can set a group's share.record.lock.duration.ms to a few seconds.
+OVERRIDES: dict[str, str] = {**BROKER_OVERRIDES, "group.initial.rebalance.delay.ms": "0",
+                             "group.share.min.record.lock.duration.ms": "1000"}
 SCRAM_USER, SCRAM_PASSWORD = "testuser", "testpass"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
