@@ -127,7 +127,13 @@ def scenario_share_group_members(ctx: Ctx) -> dict[str, Any]:
     configs = [{"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]
     obs["set_config"] = w.call(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": configs}],
                                        "validate_only": False})["responses"]
-    obs["join_a"] = _hb_view(_heartbeat(w, group, "member-a", 0, [topic]))
+    joined = _heartbeat(w, group, "member-a", 0, [topic])
+    for _ in range(60):  # Kafka answers NOT_COORDINATOR while the group's offsets partition loads
+        if joined["error_code"] not in (14, 15, 16):  # COORDINATOR_LOAD_IN_PROGRESS / _NOT_AVAILABLE, NOT_COORDINATOR
+            break
+        time.sleep(0.5)
+        joined = _heartbeat(w, group, "member-a", 0, [topic])
+    obs["join_a"] = _hb_view(joined)
     obs["group_after_join"] = _group_view(w, group)
     obs["offsets_after_join"] = _offsets_view(w, group, topic)
     obs["offsets_after_join_all"] = _offsets_view(w, group, None)
