@@ -68,7 +68,7 @@ class FloorConnection(_Frames):
     log file, the frame written to it).
 
     With ``task``, each frame is answered by a task per connection woken through a future, as
-    ``Connection.serve`` was by ``ChannelReader``: the difference is asyncio's task switch."""
+    ``Connection.serve`` is by ``ChannelReader``: the difference is asyncio's task switch."""
 
     answers: dict[bytes, bytes] = {}
 
