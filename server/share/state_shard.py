@@ -134,7 +134,7 @@ class ShareStateShard:
             return FENCED_STATE
         if not self._known(key):
             return UNKNOWN_PARTITION
-        if last is not None and start < 0 or last is not None and (last.state_epoch, last.state[0]) == (state_epoch, start):
+        if last is not None and (start < 0 or (last.state_epoch, last.state[0]) == (state_epoch, start)):
             # The same initialization again: kept. (Also one without a start offset over a kept
             # state: the nodes of a --processes cluster initialize so, server/cluster/share_state.py,
             # where Kafka's group coordinator knows which partitions it initialized already.)
