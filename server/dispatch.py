@@ -6,7 +6,6 @@ which requests are accepted: only what is implemented is listed.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -250,9 +249,12 @@ async def handle_request(services: BrokerServices, client: ClientInfo, data: byt
         await cluster.topics.catch_up(services)
     # A coordinator request is answered once the coordinator partitions it wrote to (or read) are
     # as durable as the flush policy asks (server/coordinator/runtime.py): a scope collects them.
-    scope = services.coordinator_runtime.scope() if spec.coordinator_write else contextlib.nullcontext()
+    write_scope = None
     try:
-        with scope as write_scope:
+        if spec.coordinator_write:
+            with services.coordinator_runtime.scope() as write_scope:
+                result = await spec.handler(services, RequestContext(header, client, len(data)), request)
+        else:  # no context manager at all: nullcontext() was ~1% of a small Produce
             result = await spec.handler(services, RequestContext(header, client, len(data)), request)
     except (FrameError, ProtocolViolation):
         raise

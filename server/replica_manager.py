@@ -112,11 +112,12 @@ class ReplicaManager:
     # ---- writes --------------------------------------------------------------------------
 
     def append_records(self, lg: Log, records: bytearray, headers: list[BatchHeader],
-                       origin: AppendOrigin = AppendOrigin.CLIENT) -> tuple[AppendInfo, asyncio.Future[None] | None]:
+                       origin: AppendOrigin = AppendOrigin.CLIENT, now_ms: int | None = None) -> tuple[AppendInfo, asyncio.Future[None] | None]:
         """Append validated batches as the leader: (append info, the flush to await before
         acknowledging, or None when the flush policy does not ask for one). Raises
-        ProducerStateError and StorageError (``append_error_code`` maps them)."""
-        info = lg.append_as_leader(records, headers)
+        ProducerStateError and StorageError (``append_error_code`` maps them). ``now_ms``: the
+        time the records were validated against (the append time), else now."""
+        info = lg.append_as_leader(records, headers, now_ms)
         self.purgatory.try_complete(lg.topic, lg.partition)
         if origin is AppendOrigin.CLIENT and self.metrics is not None:
             self.metrics.record_produce(lg.topic, len(records), info.last_offset - info.first_offset + 1)

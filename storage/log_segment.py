@@ -477,8 +477,10 @@ class LogSegment(SegmentFiles):
         if not batches:
             return
         base_pos = self.size
-        saved = (self.max_timestamp_so_far, self.offset_of_max_timestamp, self.bytes_since_last_index_entry,
-                 self.rolling_based_timestamp, self.offset_index.entries, self.time_index.entries)
+        # Locals, not properties, in this per-produce loop; the indexes' entry counts (for the
+        # undo) are taken only before this append's first index entry.
+        (max_ts, max_ts_offset), since, rolling = self._max_entry(), self.bytes_since_last_index_entry, self.rolling_based_timestamp
+        entries: tuple[int, int] | None = None
         try:
             if self._dirty_tail:
                 self._cut(base_pos)
@@ -490,33 +492,37 @@ class LogSegment(SegmentFiles):
             failpoints.hit("segment.append.before_index")
             if base_pos == 0:
                 self.rolling_based_timestamp = batches[0].max_timestamp
+            interval = self.index_interval_bytes
             for b in batches:
-                if b.max_timestamp > self.max_timestamp_so_far:
-                    self.max_timestamp_so_far = b.max_timestamp
-                    self.offset_of_max_timestamp = b.last_offset
-                if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                if b.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = b.max_timestamp, b.last_offset
+                if since > interval:
+                    if entries is None:
+                        entries = (self.offset_index.entries, self.time_index.entries)
                     self.offset_index.append(b.last_offset, base_pos + b.position)
-                    self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
-                    self.bytes_since_last_index_entry = 0
-                self.bytes_since_last_index_entry += b.size
+                    self.time_index.maybe_append(max_ts, max_ts_offset)
+                    since = 0
+                since += b.size
         except OSError as e:
-            self._undo_append(base_pos, saved)
+            self._undo_append(base_pos, rolling, entries)
             raise StorageError(f"cannot append {len(data)} bytes to {self.log_path}: {e.strerror or e}", e.errno) from e
+        self._max_ts = (max_ts, max_ts_offset)
+        self.bytes_since_last_index_entry = since
         self.size += len(data)
         self.next_offset_hint = batches[-1].last_offset + 1
 
-    def _undo_append(self, size: int, saved: tuple[int, int, int, int | None, int, int]) -> None:
-        """Put the segment back as it was before a failed append."""
-        (self.max_timestamp_so_far, self.offset_of_max_timestamp, self.bytes_since_last_index_entry,
-         self.rolling_based_timestamp, offset_entries, time_entries) = saved
+    def _undo_append(self, size: int, rolling: int | None, entries: tuple[int, int] | None) -> None:
+        """Undo a failed append (its largest timestamp and index byte count were not stored)."""
+        self.rolling_based_timestamp = rolling
         self.size = size
-        for index, n in ((self.offset_index, offset_entries), (self.time_index, time_entries)):
-            if index.entries > n:
-                try:
-                    index.truncate_to_entries(n)
-                except OSError:
-                    del index.keys[n:]
-                    del index.values[n:]
+        if entries is not None:
+            for index, n in ((self.offset_index, entries[0]), (self.time_index, entries[1])):
+                if index.entries > n:
+                    try:
+                        index.truncate_to_entries(n)
+                    except OSError:
+                        del index.keys[n:]
+                        del index.values[n:]
         try:
             self._cut(size)
         except OSError as e:

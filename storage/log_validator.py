@@ -83,10 +83,14 @@ def _check_batch(batch: RecordBatch, topic_partition: str, config: LogConfig, no
 
 
 def validate_records(records: bytes | bytearray | memoryview, headers: list[BatchHeader], config: LogConfig,
-                     topic_partition: str, now_ms: int) -> None:
+                     topic: str, partition: int, now_ms: int) -> None:
     """Raise RecordValidationError as Kafka's LogValidator would for these (already CRC-checked) batches."""
-    if not any(_needs_records(h, config, now_ms) for h in headers):
+    for h in headers:  # a loop, not any() over a generator: this runs for every produced batch
+        if _needs_records(h, config, now_ms):
+            break
+    else:
         return
+    topic_partition = f"{topic}-{partition}"
     for batch in decode_batches(records, verify_crc=False):
         found = _check_batch(batch, topic_partition, config, now_ms)
         if not found:

@@ -144,8 +144,9 @@ def append_to_log(services: BrokerServices, lg: Log, index: int, records: bytes 
         # Kafka's LogValidator.validateBatch: only the broker writes control batches (transaction markers).
         log.warning("rejected produce to %s-%d from %s: clients are not allowed to write control records", topic, index, client)
         return _partition_result(index, errors.INVALID_RECORD)
+    now_ms = int(time.time() * 1000)  # validated against, and the append time
     try:
-        validate_records(records, headers, config, f"{topic}-{index}", int(time.time() * 1000))
+        validate_records(records, headers, config, topic, index, now_ms)
     except RecordValidationError as e:
         log.info("rejected produce to %s-%d from %s: %s (first: %s)", topic, index, client, e, e.record_errors[0][1])
         return _partition_result(
@@ -162,7 +163,7 @@ def append_to_log(services: BrokerServices, lg: Log, index: int, records: bytes 
             log.info("rejected transactional produce to %s-%d from %s (transactional id %r): error %d", topic, index, client, transactional_id, code)
             return _partition_result(index, code, message)
     try:
-        info, flush = services.replica_manager.append_records(lg, bytearray(records), headers)
+        info, flush = services.replica_manager.append_records(lg, bytearray(records), headers, now_ms=now_ms)
     except ProducerStateError as e:
         log.info("rejected produce to %s-%d from %s: %s", topic, index, client, e)
         # Kafka answers these with no message and the partition's log start offset.

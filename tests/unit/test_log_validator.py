@@ -18,7 +18,7 @@ HOUR = 3_600_000
 
 def check(records: list[Record], compression: int = NONE, **overrides: object) -> None:
     raw = encode_batch(records, compression=compression)
-    validate_records(raw, validate_batches(raw), LogConfig(None, overrides), "t-0", NOW)
+    validate_records(raw, validate_batches(raw), LogConfig(None, overrides), "t", 0, NOW)
 
 
 def test_default_config_accepts_past_and_near_future_from_the_header(monkeypatch):
