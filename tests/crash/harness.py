@@ -522,6 +522,15 @@ def run(iterations: int, seed: int, data_dir: Path, verbose: bool = True) -> Sta
     ledger = Ledger()
     share = ShareLedger()
     server = SidecarProcess(data_dir, SERVER_OVERRIDES)
+    try:
+        return _run(server, iterations, rng, stats, ledger, share, data_dir, verbose)
+    finally:  # stopped or failed midway (SIGTERM from tests/crash/parallel.py): no server outlives the harness
+        if server.proc is not None and server.proc.poll() is None:
+            server.kill()
+
+
+def _run(server: SidecarProcess, iterations: int, rng: random.Random, stats: Stats, ledger: Ledger, share: ShareLedger,
+         data_dir: Path, verbose: bool) -> Stats:
     server.start(timeout=60)
     for topic, (partitions, configs) in TOPICS.items():
         create_topic(server.port, topic, partitions=partitions, configs=configs)
@@ -563,6 +572,10 @@ def run(iterations: int, seed: int, data_dir: Path, verbose: bool = True) -> Sta
     return stats
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(143)
+
+
 def cli(argv: list[str] | None, prog: str, doc: str, tmp_prefix: str, run_fn: Callable[[int, int, Path, bool], Any],
         summary: Callable[[Any], dict[str, Any]], failures: tuple[type[BaseException], ...]) -> int:
     """A crash harness's command line: ``run_fn(iterations, seed, data dir, verbose)``, then a
@@ -575,11 +588,18 @@ def cli(argv: list[str] | None, prog: str, doc: str, tmp_prefix: str, run_fn: Ca
     parser.add_argument("--keep", action="store_true", help="keep the data dir after a successful run")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
+    # SIGTERM (tests/crash/parallel.py stopping its jobs) unwinds like Ctrl-C, so run_fn's
+    # finally kills the server it started.
+    signal.signal(signal.SIGTERM, _terminated)
     tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix))
     data_dir = args.data_dir or tmp / "data"
     started = time.monotonic()
     try:
         stats = run_fn(args.iterations, args.seed, data_dir, not args.quiet)
+    except SystemExit:  # stopped (SIGTERM): the server is already killed; nothing to keep
+        if not args.keep and args.data_dir is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
     except failures as e:
         print(f"FAILED: {e}\ndata dir kept: {data_dir} (server log: {data_dir.parent / (data_dir.name + '.server.log')})", file=sys.stderr)
         return 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -32,6 +33,11 @@ def _pump(job: int, proc: subprocess.Popen[str], lines: list[str]) -> None:
     for line in proc.stdout:
         lines.append(line)
         print(f"[job {job}] {line}", end="", flush=True)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """SIGTERM: stop as on Ctrl-C (the jobs are stopped, and they kill their servers)."""
+    raise KeyboardInterrupt
 
 
 def combine(summaries: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
@@ -56,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=100, help="in all, split over the jobs")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupted)
     if args.jobs < 1 or args.iterations < args.jobs:
         raise SystemExit("--jobs must be at least 1 and at most --iterations")
     module = f"tests.crash.{args.harness}"
@@ -73,7 +80,15 @@ def main(argv: list[str] | None = None) -> int:
         procs.append(proc)
         outputs.append(lines)
         pumps.append(pump)
-    codes = [proc.wait() for proc in procs]
+    try:
+        codes = [proc.wait() for proc in procs]
+    except KeyboardInterrupt:  # stopped: each job's SIGTERM handler kills its own server first
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            proc.wait(60)
+        return 130
     for pump in pumps:
         pump.join()
     summaries = []
