@@ -251,7 +251,7 @@ def encode_produce_response(version: int, data: dict[str, Any]) -> bytes | None:
             log_append_time = p["log_append_time"]
             out.append(_PARTITION_HEAD.pack(
                 p["index"], int(p["error_code"]), p["base_offset"],
-                log_append_time if log_append_time.__class__ is int and log_append_time >= 0 else _ms(log_append_time),
+                log_append_time if log_append_time.__class__ is int and log_append_time >= -1 else _ms(log_append_time),
                 p["log_start_offset"]))
             record_errors = p["record_errors"]
             if not record_errors and p["error_message"] is None:  # the usual answer: no errors, no message

@@ -118,7 +118,7 @@ class FakeLog:
         self.markers: list[tuple[int, int, int, bool]] = []
         self.flush_due = False  # flush.messages never reached
 
-    def append_as_leader(self, batch: bytearray, headers: Any) -> Any:
+    def append_as_leader(self, batch: bytearray, headers: Any, now_ms: int | None = None) -> Any:
         first = self.log_end_offset
         struct.pack_into(">q", batch, 0, first)
         self.batches.append(batch)
