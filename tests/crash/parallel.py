@@ -3,9 +3,9 @@
     python -m tests.crash.parallel --jobs 2 --iterations 1000 --seed 13            # tests/crash/harness.py
     python -m tests.crash.parallel --harness cluster_harness --jobs 2 --iterations 100
 
-A harness iteration spends most of its time waiting (a server starting, a kill timer, producers
-waiting for acknowledgements), so a 1,000-iteration run takes hours on one job; ``--jobs K``
-runs K harness processes, each with its own server, data dir and seed (``seed * 100 + k``),
+A 1,000-iteration run takes hours on one job; ``--jobs K`` (up to one per core: each job's
+client is itself CPU-bound, ~85% of a core checking the ledger and the files) runs K harness
+processes, each with its own server, data dir and seed (``seed * 100 + k``),
 doing ``iterations / K`` iterations (the first ones one more when it does not divide). Each
 job checks its own ledger exactly as a single run does, including the final clean stop and the
 strict file check. Output lines are prefixed with the job; at the end the jobs' summaries are
