@@ -410,6 +410,11 @@ def test_keyless_records_on_a_compacted_topic_are_refused_whole(sidecar, topic_n
     reports: list[Any] = []
     producer = Producer({"bootstrap.servers": sidecar.bootstrap, "linger.ms": 500, "message.timeout.ms": 10_000})
     try:
+        # The partition's leader known before the first produce(): otherwise the records wait in
+        # librdkafka's unassigned queue, and on a busy machine the first one's linger can run out
+        # before they move to the partition, which then sends them in separate batches (CI saw
+        # [None, INVALID_RECORD, None]: three batches, only the keyless one refused).
+        producer.list_topics(topic_name, timeout=10)
         for key in (b"a", None, b"b"):
             producer.produce(topic_name, key=key, value=b"v", partition=0, on_delivery=lambda err, msg: reports.append(err))
         assert producer.flush(15) == 0
