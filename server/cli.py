@@ -339,6 +339,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             if args.processes > 1 and args.cluster_node is None:
                 return _serve_cluster(args)
+            from .malloc_tuning import tune_malloc
+
+            tune_malloc()  # large request buffers reused, not faulted in again per request
             return asyncio.run(_serve(args))
         if args.command == "config":
             from .tools import config_show
