@@ -2,10 +2,10 @@
 completed while the connection goes on, and a bad frame behind a good one closing the
 connection after the good answer.
 
-Kept from the inline answers (Produce and Fetch answered inside ``data_received``, 2026-11-29,
-reverted: +6% fewer instructions per small Produce, but a single pipelining producer of large
-batches lost ~25% of its MB/s at more broker CPU, `python -m bench.run`): any return of that
-change must keep these hand-overs.
+On a PLAINTEXT listener a Produce or Fetch that arrives while the connection waits is answered
+inside ``data_received`` (server/connection.py ``_answer_inline``) without waking its task;
+other APIs always go to the task, and what cannot finish at once (a long poll) is handed to the
+task, which goes on from where it stopped. These check the hand-overs a client can see.
 """
 
 from __future__ import annotations
