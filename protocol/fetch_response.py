@@ -20,6 +20,9 @@ _PARTITION_HEAD = struct.Struct(">ihqqq")  # index, error, high watermark, last 
 _PARTITION_HEAD_V4 = struct.Struct(">ihqq")  # v4 has no log start offset
 _TOP_V7 = struct.Struct(">ihi")  # throttle, error, session id
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
+_LEADER = struct.Struct(">ii")  # LeaderIdAndEpoch: leader id, leader epoch
+
+FIRST_LEADER_HINTS = 16  # KIP-951: CurrentLeader and NodeEndpoints sent (Kafka's KafkaApis)
 
 FIRST_FLEXIBLE = 12
 FIRST_TOPIC_ID = 13
@@ -41,6 +44,8 @@ class FetchPartition:
     # None encodes null: Kafka's answer for partitions read at READ_UNCOMMITTED;
     # an empty list for partitions refused before reading or read at READ_COMMITTED.
     aborted_transactions: list[tuple[int, int]] | None = field(default_factory=list)
+    # KIP-951: (leader id, leader epoch) of a partition answered NOT_LEADER_OR_FOLLOWER (v16+).
+    current_leader: tuple[int, int] | None = None
 
 
 @dataclass
@@ -54,9 +59,27 @@ def _records_size(records: Any) -> int:
     return len(records) if isinstance(records, bytes | bytearray | memoryview) else records.size
 
 
-def encode_fetch_response(version: int, topics: list[FetchTopic], *, throttle_ms: int = 0, error_code: int = 0, session_id: int = 0) -> list[Any]:
-    """Encode the body; returns parts (bytes, or records objects to send as they are)."""
+def _string(value: str | None) -> bytes:
+    if value is None:
+        return b"\x00"
+    raw = value.encode()
+    return _uvarint(len(raw) + 1) + raw
+
+
+def _node_endpoints(endpoints: list[dict[str, Any]]) -> bytes:
+    """The top-level tagged field 0 (NodeEndpoints, v16+): node id, host, port, rack."""
+    body = bytearray(_uvarint(len(endpoints) + 1))
+    for e in endpoints:
+        body += _I32.pack(e["node_id"]) + _string(e["host"]) + _I32.pack(e["port"]) + _string(e.get("rack")) + b"\x00"
+    return b"\x01\x00" + _uvarint(len(body)) + bytes(body)
+
+
+def encode_fetch_response(version: int, topics: list[FetchTopic], *, throttle_ms: int = 0, error_code: int = 0, session_id: int = 0,
+                          node_endpoints: list[dict[str, Any]] | None = None) -> list[Any]:
+    """Encode the body; returns parts (bytes, or records objects to send as they are).
+    ``node_endpoints`` (KIP-951) and the partitions' ``current_leader`` go out from v16."""
     flexible = version >= FIRST_FLEXIBLE
+    hints = version >= FIRST_LEADER_HINTS
     parts: list[Any] = []
     buf = bytearray()
     if version >= 7:
@@ -102,10 +125,13 @@ def encode_fetch_response(version: int, topics: list[FetchTopic], *, throttle_ms
                         parts.append(p.records)
                         buf = bytearray()
             if flexible:
-                buf += b"\x00"  # partition tagged fields
+                if hints and p.current_leader is not None:  # one tagged field: CurrentLeader (tag 1)
+                    buf += b"\x01\x01\x09" + _LEADER.pack(*p.current_leader) + b"\x00"
+                else:
+                    buf += b"\x00"  # partition tagged fields
         if flexible:
             buf += b"\x00"  # topic tagged fields
     if flexible:
-        buf += b"\x00"  # top-level tagged fields
+        buf += _node_endpoints(node_endpoints) if hints and node_endpoints else b"\x00"  # top-level tagged fields
     parts.append(bytes(buf))
     return parts

@@ -31,6 +31,7 @@ from ..fetch_session import CachedPartition, FetchContext, PartitionKey, Reads, 
 from ..request_context import Throttled
 from ..security.acls import AclOperation, ResourceType
 from ..security.authorizer import TOPIC_AUTHORIZATION_FAILED
+from .leader_hints import current_leader, node_endpoints
 
 if TYPE_CHECKING:
     from ..request_context import RequestContext
@@ -112,7 +113,11 @@ def _read_all(services: BrokerServices, ctx: FetchContext, uses_ids: bool, read_
             continue
         lg = logs.get((name, index))
         if lg is None:
-            refused.append((cp, FetchPartition(index, rm.missing_log_error(name, index))))
+            fp = FetchPartition(index, rm.missing_log_error(name, index))
+            if fp.error_code == errors.NOT_LEADER_OR_FOLLOWER:  # led by another node: KIP-951's hint
+                leader = current_leader(services, name, index)
+                fp.current_leader = (leader["leader_id"], leader["leader_epoch"])
+            refused.append((cp, fp))
             continue
         if uses_ids and info is None:
             # The session's topic was deleted and another made under its name (ReplicaManager's topic id check).
@@ -183,6 +188,15 @@ def _topics(results: Reads) -> list[FetchTopic]:
     return out
 
 
+def _leader_endpoints(services: BrokerServices, context: RequestContext, sent: Reads) -> list[dict[str, Any]] | None:
+    """KIP-951: the endpoints of the nodes leading the partitions answered NOT_LEADER_OR_FOLLOWER
+    (only a node of a cluster answers that)."""
+    if services.cluster is None:
+        return None
+    leaders = {fp.current_leader[0] for fp in sent.answers if fp.current_leader is not None}
+    return node_endpoints(services, context.listener, leaders) if leaders else None
+
+
 def _readable(services: BrokerServices, context: RequestContext, header: RequestHeader, ctx: FetchContext, uses_ids: bool) -> set[str]:
     """The topics of the context the client may READ (KafkaApis.handleFetchRequest), checked once per request."""
     topics_by_id = services.metadata.topics_by_id
@@ -232,7 +246,7 @@ async def handle_fetch(services: BrokerServices, context: RequestContext, reques
     error, session_id, sent = ctx.response(results)
     topics = _topics(sent)
     services.metrics.record_fetch(context.client, topics, ctx.fetch_data.values())  # bytes/records out per topic (server/metrics.py)
-    return encode_fetch_response(version, topics, error_code=error, session_id=session_id)
+    return encode_fetch_response(version, topics, error_code=error, session_id=session_id, node_endpoints=_leader_endpoints(services, context, sent))
 
 
 async def _quota_fetch(services: BrokerServices, context: RequestContext, header: RequestHeader, request: Any, ctx: FetchContext,
@@ -272,4 +286,4 @@ async def _quota_fetch(services: BrokerServices, context: RequestContext, header
     error, session_id, sent = ctx.response(results)
     topics = _topics(sent)
     services.metrics.record_fetch(context.client, topics, ctx.fetch_data.values())  # bytes/records out per topic (server/metrics.py)
-    return encode_fetch_response(version, topics, error_code=error, session_id=session_id)
+    return encode_fetch_response(version, topics, error_code=error, session_id=session_id, node_endpoints=_leader_endpoints(services, context, sent))

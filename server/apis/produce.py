@@ -41,12 +41,16 @@ from ..security.authorizer import (
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     has_transactional_records,
 )
+from .leader_hints import current_leader, node_endpoints
 
 if TYPE_CHECKING:
     from ..request_context import RequestContext
     from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
+
+
+FIRST_LEADER_HINTS = 10  # KIP-951: Produce answers carry CurrentLeader and NodeEndpoints from v10
 
 
 def _partition_result(index: int, code: int, message: str | None = None, base_offset: int = -1, log_append_time: int = -1, log_start_offset: int = -1, record_errors: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -226,6 +230,7 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
     version, client_id = header.api_version, header.client_id
     transactional_id = getattr(request, "transactional_id", None)
     verified = None
+    leaders: set[int] = set()  # KIP-951: nodes named as the current leader of a partition
     if services.cluster is not None and transactional_id is not None and has_transactional_records(request):
         from ..cluster.txn_verify import (
             verify_elsewhere,  # a coordinator on another node of the cluster
@@ -255,7 +260,11 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
             lg = lm.get_log(name, p.index)
             if lg is None:
                 log.info("rejected produce to %s-%d from %s: unknown topic or partition", name, p.index, client_id)
-                results.append(_partition_result(p.index, services.replica_manager.missing_log_error(name, p.index)))
+                result = _partition_result(p.index, services.replica_manager.missing_log_error(name, p.index))
+                if result["error_code"] == errors.NOT_LEADER_OR_FOLLOWER and version >= FIRST_LEADER_HINTS:
+                    result["current_leader"] = leader = current_leader(services, name, p.index)  # KIP-951
+                    leaders.add(leader["leader_id"])
+                results.append(result)
                 continue
             results.append(append_to_log(services, lg, p.index, p.records, version, client_id, flushes, transactional_id, verified))
     throttle = 0
@@ -272,4 +281,6 @@ async def handle_produce(services: BrokerServices, context: RequestContext, requ
         except OSError:  # logged by the ReplicaManager
             result.update(error_code=errors.KAFKA_STORAGE_ERROR, base_offset=-1, log_append_time=-1, log_start_offset=-1)
     response = None if acks == 0 else {"responses": responses, "throttle_time": throttle}
+    if response is not None and leaders:
+        response["node_endpoints"] = node_endpoints(services, context.listener, leaders)
     return Throttled(response, throttle) if throttle else response

@@ -35,6 +35,7 @@ from ..share.session import (
     ShareSessionError,
 )
 from .groups import _client_host
+from .leader_hints import node_endpoints
 
 if TYPE_CHECKING:
     from ..request_context import RequestContext
@@ -160,7 +161,7 @@ def _leaders(services: BrokerServices, context: RequestContext, answers: list[di
         if leader is not None:
             others.add(leader)
         a["current_leader"] = {"leader_id": services.node_id if leader is None else leader, "leader_epoch": 0}
-    return [{**cluster.node_endpoint(n, context.listener), "rack": None} for n in sorted(others)]
+    return node_endpoints(services, context.listener, others)
 
 
 def _valid_batches(batches: list[tuple[int, int, list[int]]], version: int, is_renew_ack: bool) -> bool:

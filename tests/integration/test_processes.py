@@ -132,6 +132,56 @@ def test_wrong_node_answers_not_leader_or_follower(cluster: SidecarProcess) -> N
             assert w.produce("wrong-node", batch([b"x"]), partition=p)["error"] == 0
 
 
+def test_wrong_node_names_the_leader_kip_951(cluster: SidecarProcess) -> None:
+    """KIP-951, as Kafka's KafkaApis answers: NOT_LEADER_OR_FOLLOWER carries the partition's current
+    leader (id, epoch) and that node's endpoint on the request's listener, in Produce from v10
+    and Fetch from v16; older versions carry neither. Decoded with Kafka's schemas (kio)."""
+    _create(cluster, 2, "leader-hints", 4)
+    with Wire(_bootstrap(cluster, 1)) as w:
+        md = w.metadata(["leader-hints"])
+    (t,) = md["topics"]
+    topic_id = t["topic_id"]
+    leaders = {p["partition_index"]: (p["leader_id"], p["leader_epoch"]) for p in t["partitions"]}
+    endpoints = {b["node_id"]: {"node_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
+                 for b in md["brokers"]}
+    assert set(leaders.values()) == {(1, 0), (2, 0)}, leaders
+    for node in (1, 2):
+        elsewhere = sorted(p for p, (leader, _) in leaders.items() if leader != node)
+        led_here = next(p for p, (leader, _) in leaders.items() if leader == node)
+        with Wire(_bootstrap(cluster, node)) as w:
+            for version in (9, 10, 11, 12):
+                body = w.call(PRODUCE, version, {"transactional_id": None, "acks": -1, "timeout": 15_000, "topic_data": [
+                    {"name": "leader-hints", "partition_data": [{"index": p, "records": batch([b"x"])} for p in [*elsewhere, led_here]]}]})
+                parts = body["responses"][0]["partition_responses"]
+                assert [p["error_code"] for p in parts] == [NOT_LEADER_OR_FOLLOWER] * len(elsewhere) + [0]
+                if version >= 10:
+                    assert [(p["current_leader"]["leader_id"], p["current_leader"]["leader_epoch"]) for p in parts[:-1]] == \
+                        [leaders[p] for p in elsewhere]
+                    assert body["node_endpoints"] == [endpoints[3 - node]]
+                else:
+                    assert "node_endpoints" not in body and all("current_leader" not in p for p in parts)
+            for version in (15, 16, 17):
+                body = w.call(FETCH, version, {
+                    "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                    "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                    "topics": [{"topic_id": topic_id, "partitions": [{
+                        "partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                        "log_start_offset": -1, "partition_max_bytes": 1 << 20, "replica_directory_id": None}
+                        for p in [*elsewhere, led_here]]}]})
+                assert body["error_code"] == 0
+                # (Kafka answers the partitions it could read first, the refused ones after.)
+                parts = {p["partition_index"]: p for r in body["responses"] for p in r["partitions"]}
+                assert {i: p["error_code"] for i, p in parts.items()} == {
+                    **{i: NOT_LEADER_OR_FOLLOWER for i in elsewhere}, led_here: 0}
+                hinted = {i: (p["current_leader"]["leader_id"], p["current_leader"]["leader_epoch"]) for i, p in parts.items()}
+                if version >= 16:
+                    assert hinted == {**{i: leaders[i] for i in elsewhere}, led_here: (-1, -1)}
+                    assert body["node_endpoints"] == [endpoints[3 - node]]
+                else:  # the field exists from v12 as a tagged field; Kafka fills it from v16 only
+                    assert set(hinted.values()) == {(-1, -1)}
+                    assert "node_endpoints" not in body
+
+
 def test_produce_right_after_create_finds_the_topic_on_every_node(cluster: SidecarProcess) -> None:
     """CreateTopics through one node, then at once Produce and Fetch to each partition's leader:
     the leader holds the topic already (it catches up when a request names a topic it lacks)."""
