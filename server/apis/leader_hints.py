@@ -2,8 +2,8 @@
 
 Kafka's KafkaApis (``getCurrentLeader``) puts the leader's id and epoch in the partition's
 ``current_leader`` and the leader's endpoint, on the listener the request came in on, in the
-answer's ``node_endpoints`` (Produce v10+, Fetch v16+ also for FENCED_LEADER_EPOCH; ShareFetch and
-ShareAcknowledge), so a client goes straight to the right node instead of refreshing its
+answer's ``node_endpoints`` (Produce v10+, Fetch v16+, ShareFetch and ShareAcknowledge; Kafka's
+Fetch also does it for FENCED_LEADER_EPOCH, which our Fetch never answers), so a client goes straight to the right node instead of refreshing its
 metadata first. Here leadership is static (server/cluster/placement.py) and every partition is
 in epoch ``LEADER_EPOCH``.
 """

@@ -35,7 +35,7 @@ from ..share.session import (
     ShareSessionError,
 )
 from .groups import _client_host
-from .leader_hints import node_endpoints
+from .leader_hints import LEADER_EPOCH, node_endpoints
 
 if TYPE_CHECKING:
     from ..request_context import RequestContext
@@ -160,7 +160,7 @@ def _leaders(services: BrokerServices, context: RequestContext, answers: list[di
         leader = a.pop("_leader", None)
         if leader is not None:
             others.add(leader)
-        a["current_leader"] = {"leader_id": services.node_id if leader is None else leader, "leader_epoch": 0}
+        a["current_leader"] = {"leader_id": services.node_id if leader is None else leader, "leader_epoch": LEADER_EPOCH}
     return node_endpoints(services, context.listener, others)
 
 
